@@ -1,0 +1,26 @@
+// `stoker pack`, `stoker verify` and `stoker inspect`: the command-line face
+// of the dataset layer (server/dataset/). Each subcommand runs in its CLI11
+// callback and, on failure, throws CLI::RuntimeError with exit code 1, which
+// CLI11_PARSE turns into the process's exit code.
+#ifndef STOKER_CLIENT_CLI_DATASET_COMMANDS_H_
+#define STOKER_CLIENT_CLI_DATASET_COMMANDS_H_
+
+#include <functional>
+#include <string_view>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+
+namespace stoker::cli {
+
+// Registers pack, verify and inspect on `app`. `validate_image` checks that
+// bytes are a decodable JPEG: pack runs it on every source file, verify on
+// every stored image when given --decode. It is called from several threads
+// at once.
+void AddDatasetCommands(
+    CLI::App& app,
+    std::function<absl::Status(std::string_view)> validate_image);
+
+}  // namespace stoker::cli
+
+#endif  // STOKER_CLIENT_CLI_DATASET_COMMANDS_H_

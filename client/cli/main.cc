@@ -1,0 +1,18 @@
+// stoker: the command line of Stoker. Subcommands pack, verify and inspect
+// work on datasets; stream consumes a stream from a running stokerd.
+#include "CLI/CLI.hpp"
+#include "client/cli/dataset_commands.h"
+#include "client/cli/stream_command.h"
+#include "server/pipeline/jpeg_decoder.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"stoker: pack datasets for stokerd, check them, and stream "
+               "from a running daemon"};
+  app.require_subcommand(1);
+  stoker::cli::AddDatasetCommands(app, [](std::string_view bytes) {
+    return stoker::pipeline::ValidateJpeg(bytes);
+  });
+  stoker::cli::AddStreamCommand(app);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

@@ -1,0 +1,185 @@
+#include "client/cli/stream_command.h"
+
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "stoker/client.h"
+
+namespace stoker::cli {
+namespace {
+
+struct StreamFlags {
+  std::string address = "unix:/run/stoker/stoker.sock";
+  StreamOptions options;
+  std::string indices_out;
+  uint64_t max_batches = 0;
+  int step_ms = 0;
+  bool json = false;
+  bool quiet = false;
+};
+
+int RunStream(const StreamFlags& flags) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  std::unique_ptr<Client> client = Client::Connect(flags.address);
+  auto stream = client->OpenStream(flags.options);
+  if (!stream.ok()) {
+    std::fprintf(stderr, "stoker stream: %s\n",
+                 stream.status().ToString().c_str());
+    return 1;
+  }
+  std::ofstream indices;
+  if (!flags.indices_out.empty()) {
+    indices.open(flags.indices_out);
+    if (!indices) {
+      std::fprintf(stderr, "stoker stream: cannot write %s\n",
+                   flags.indices_out.c_str());
+      return 1;
+    }
+  }
+  XXH3_state_t* digest = XXH3_createState();
+  XXH3_64bits_reset(digest);
+  uint64_t samples = 0, batches = 0, skipped = 0, bytes = 0;
+  double first_batch_seconds = 0;
+  Clock::time_point last_report = start;
+  Batch batch;
+  absl::Status status;
+  while (flags.max_batches == 0 || batches < flags.max_batches) {
+    status = (*stream)->Next(&batch);
+    if (!status.ok()) break;
+    if (batches == 0) {
+      first_batch_seconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    ++batches;
+    samples += batch.sample_ids().size();
+    skipped += batch.skipped_ids().size();
+    for (const TensorView& t : batch.tensors()) {
+      XXH3_64bits_update(digest, t.data, t.size);
+      bytes += t.size;
+    }
+    if (indices) {
+      for (uint64_t id : batch.sample_ids()) indices << id << '\n';
+    }
+    if (flags.step_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(flags.step_ms));
+    }
+    const Clock::time_point now = Clock::now();
+    if (!flags.quiet && now - last_report > std::chrono::seconds(1)) {
+      const double s = std::chrono::duration<double>(now - start).count();
+      std::fprintf(stderr, "\r%llu batches, %llu samples, %.0f samples/s",
+                   (unsigned long long)batches, (unsigned long long)samples,
+                   samples / s);
+      last_report = now;
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  const uint64_t hash = XXH3_64bits_digest(digest);
+  XXH3_freeState(digest);
+  if (!flags.quiet && last_report != start) std::fputc('\n', stderr);
+  const bool ended = status.ok() || absl::IsOutOfRange(status);
+  if (!ended) {
+    std::fprintf(stderr, "stoker stream: %s\n", status.ToString().c_str());
+  }
+  const Position next = (*stream)->position();
+  if (flags.json) {
+    nlohmann::json out = {
+        {"samples", samples},
+        {"batches", batches},
+        {"skipped_samples", skipped},
+        {"bytes", bytes},
+        {"seconds", seconds},
+        {"samples_per_second", seconds > 0 ? samples / seconds : 0.0},
+        {"first_batch_seconds", first_batch_seconds},
+        {"content_digest", absl::StrFormat("%016x", hash)},
+        {"next_position", {{"epoch", next.epoch}, {"step", next.step}}},
+        {"reconnects", (*stream)->reconnects()},
+        {"transport", (*stream)->info().transport},
+        {"status", ended ? "OK" : status.ToString()}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf(
+        "%llu samples in %llu batches (%llu skipped) in %.2f s: %.1f "
+        "samples/s, first batch after %.3f s; digest %016llx; next position "
+        "epoch %llu step %llu\n",
+        (unsigned long long)samples, (unsigned long long)batches,
+        (unsigned long long)skipped, seconds,
+        seconds > 0 ? samples / seconds : 0.0, first_batch_seconds,
+        (unsigned long long)hash, (unsigned long long)next.epoch,
+        (unsigned long long)next.step);
+  }
+  return ended ? 0 : 1;
+}
+
+}  // namespace
+
+void AddStreamCommand(CLI::App& app) {
+  auto flags = std::make_shared<StreamFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "stream",
+      "Consume a stream from stokerd and report samples/s (the reference "
+      "client and smoke test)");
+  StreamOptions& o = flags->options;
+  cmd->add_option("--address,-a", flags->address,
+                  "gRPC target of the daemon: unix:PATH or HOST:PORT")
+      ->capture_default_str();
+  cmd->add_option("--dataset,-d", o.dataset, "Dataset name from the config")
+      ->required();
+  cmd->add_option("--pipeline,-p", o.pipeline, "Pipeline name from the config")
+      ->required();
+  cmd->add_option("--batch-size,-b", o.batch_size, "Samples per batch")
+      ->required();
+  cmd->add_option("--epochs,-e", o.epochs, "Epochs to stream; 0 is endless")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed,
+                  "Shuffle and augmentation seed: same seed, same batches")
+      ->capture_default_str();
+  cmd->add_option("--rank", o.rank, "This consumer's rank in its job")
+      ->capture_default_str();
+  cmd->add_option("--world-size", o.world_size, "Ranks in the job")
+      ->capture_default_str();
+  cmd->add_option("--job-id", o.job_id,
+                  "Job id; the ranks of one job share one epoch plan");
+  cmd->add_flag("--drop-last", o.drop_last,
+                "Leave out the tail of an epoch that cannot fill a whole step "
+                "across all ranks");
+  cmd->add_option("--prefetch", o.prefetch,
+                  "Batches in flight; 0 takes the daemon's default")
+      ->capture_default_str();
+  cmd->add_option("--transport", o.transport, "grpc, shm or cuda_ipc")
+      ->capture_default_str();
+  cmd->add_option("--start-epoch", o.start.epoch,
+                  "Resume position: epoch of the first batch")
+      ->capture_default_str();
+  cmd->add_option("--start-step", o.start.step,
+                  "Resume position: step of the first batch")
+      ->capture_default_str();
+  cmd->add_option("--max-batches", flags->max_batches,
+                  "Stop after this many batches (0: until the stream ends); "
+                  "the next position is printed for a resume")
+      ->capture_default_str();
+  cmd->add_option("--step-ms", flags->step_ms,
+                  "Pretend to be a trainer: spend this many milliseconds on "
+                  "each batch before asking for the next")
+      ->capture_default_str();
+  cmd->add_option("--indices-out", flags->indices_out,
+                  "Write the delivered sample ids, in order, one per line");
+  cmd->add_flag("--json", flags->json,
+                "End with one JSON line: samples, batches, skipped_samples, "
+                "seconds, samples_per_second, first_batch_seconds, "
+                "content_digest (XXH3-64 of all tensor bytes in order), "
+                "next_position");
+  cmd->add_flag("--quiet,-q", flags->quiet, "No progress line on stderr");
+  cmd->callback([flags] { throw CLI::RuntimeError(RunStream(*flags)); });
+}
+
+}  // namespace stoker::cli

@@ -1,0 +1,165 @@
+// The Stoker C++ client: open a stream of batches from a stokerd on this node
+// and read them as tensor views, without copies beyond gRPC's own.
+//
+//   auto client = stoker::Client::Connect("unix:/run/stoker/stoker.sock");
+//   stoker::StreamOptions o;
+//   o.dataset = "train"; o.pipeline = "train"; o.batch_size = 64;
+//   auto stream = client->OpenStream(o);        // absl::StatusOr<...>
+//   stoker::Batch batch;
+//   while ((*stream)->Next(&batch).ok()) {
+//     const stoker::TensorView* image = batch.Find("image");
+//     ...                                        // image->data, image->shape
+//   }                                            // OutOfRange at the end
+//
+// A stream survives a daemon restart: when the connection drops, Next()
+// reconnects with backoff and resumes at position(), the batch after the last
+// one returned, until StreamOptions::reconnect_timeout runs out.
+//
+// Client is thread-safe. A Stream is used by one thread at a time.
+#ifndef STOKER_CLIENT_CLIENT_H_
+#define STOKER_CLIENT_CLIENT_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace stoker {
+
+enum class DType { kUnknown, kUint8, kInt64, kFloat16, kFloat32 };
+
+// A tensor of a batch, borrowed from the Batch that holds it.
+struct TensorView {
+  std::string name;
+  DType dtype = DType::kUnknown;
+  std::vector<int64_t> shape;  // Batch dimension first.
+  const uint8_t* data = nullptr;
+  size_t size = 0;  // Bytes.
+};
+
+// A stream position: the (epoch, step) of the next batch.
+struct Position {
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+};
+
+class Batch {
+ public:
+  Batch();
+  ~Batch();
+  Batch(Batch&&) noexcept;
+  Batch& operator=(Batch&&) noexcept;
+
+  uint64_t epoch() const;
+  uint64_t step() const;
+  const std::vector<uint64_t>& sample_ids() const { return sample_ids_; }
+  // Samples of this step that the daemon left out as corrupt.
+  const std::vector<uint64_t>& skipped_ids() const { return skipped_ids_; }
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  const TensorView* Find(const std::string& name) const;
+
+ private:
+  friend class Stream;
+  struct Message;
+  std::unique_ptr<Message> message_;  // Owns the bytes the views point to.
+  std::vector<uint64_t> sample_ids_;
+  std::vector<uint64_t> skipped_ids_;
+  std::vector<TensorView> tensors_;
+};
+
+struct StreamOptions {
+  std::string dataset;
+  std::string pipeline;
+  uint32_t batch_size = 0;
+  uint64_t seed = 0;
+  uint64_t epochs = 1;  // 0: endless.
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  std::string job_id;
+  bool drop_last = false;
+  uint32_t prefetch = 0;  // 0: the daemon's default.
+  Position start;
+  std::string transport = "grpc";
+  // How long Next() keeps reconnecting after the daemon went away.
+  std::chrono::milliseconds reconnect_timeout{30000};
+  // How long opening may wait for the daemon before Unavailable.
+  std::chrono::milliseconds open_timeout{30000};
+};
+
+// What the daemon said about a stream when it opened.
+struct StreamInfo {
+  uint64_t num_samples = 0;
+  uint64_t steps_per_epoch = 0;
+  uint64_t samples_per_epoch = 0;
+  uint32_t prefetch = 0;
+  std::string transport;
+};
+
+class Stream {
+ public:
+  ~Stream();
+  // The next batch. OutOfRange after the last one; other errors as the
+  // daemon sent them (NotFound, InvalidArgument, DataLoss, ...).
+  absl::Status Next(Batch* batch);
+  // Where a new stream would resume: the batch after the last one returned.
+  Position position() const { return position_; }
+  const StreamInfo& info() const { return info_; }
+  // Times Next() reconnected after the daemon went away.
+  int reconnects() const { return reconnects_; }
+  void Cancel();
+
+ private:
+  friend class Client;
+  struct Call;
+  Stream(class Client* client, StreamOptions options);
+  absl::Status Open(std::chrono::steady_clock::time_point deadline);
+  absl::Status Reconnect(const absl::Status& cause);
+
+  Client* const client_;  // Outlives the stream.
+  StreamOptions options_;
+  std::unique_ptr<Call> call_;
+  StreamInfo info_;
+  Position position_;
+  std::chrono::steady_clock::time_point last_return_;
+  int reconnects_ = 0;
+};
+
+struct DatasetSummary {
+  std::string name;
+  uint64_t num_samples = 0;
+  uint32_t num_shards = 0;
+  uint64_t bytes = 0;
+  std::vector<std::string> classes;
+};
+
+struct PipelineSummary {
+  std::string name;
+  std::vector<std::string> ops;
+};
+
+class Client {
+ public:
+  // `target` is a gRPC target: "unix:/path/to.sock" or "host:port".
+  static std::unique_ptr<Client> Connect(const std::string& target);
+  ~Client();
+
+  absl::StatusOr<std::vector<DatasetSummary>> ListDatasets();
+  absl::StatusOr<std::vector<PipelineSummary>> ListPipelines();
+  absl::StatusOr<std::unique_ptr<Stream>> OpenStream(
+      const StreamOptions& options);
+
+ private:
+  friend class Stream;
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_CLIENT_H_

@@ -1,0 +1,334 @@
+#include "server/config/config_loader.h"
+
+#include <sys/un.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/config/catalog_reader.h"
+#include "server/config/config_reference.h"
+#include "server/config/value_readers.h"
+#include "server/config/yaml_util.h"
+
+namespace stoker::config {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::Describe;
+using internal::Diagnostics;
+using internal::ExpectMap;
+using internal::MapEntry;
+using internal::ReadAddress;
+using internal::ReadCount;
+using internal::ReadFileMode;
+using internal::ReadMap;
+using internal::ReadSize;
+using internal::ReadString;
+
+constexpr int64_t kMaxWorkers = 1024;  // A typo guard, not a real limit.
+// sockaddr_un::sun_path holds the path and its terminating NUL.
+constexpr size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
+
+// Reads one parsed YAML document into ServerOptions, collecting every
+// mistake in diag_. One instance per load; not thread-safe.
+class ConfigReader {
+ public:
+  // `base_dir` is the absolute directory relative paths resolve against.
+  ConfigReader(std::string source, fs::path base_dir)
+      : base_dir_(std::move(base_dir)), diag_(source) {
+    options_.source = std::move(source);
+  }
+
+  absl::StatusOr<ServerOptions> Read(const YAML::Node& root);
+
+ private:
+  void ReadListen(const MapEntry& entry);
+  void ReadWorkers(const MapEntry& entry);
+  void ReadOnCorrupt(const MapEntry& entry);
+  void ReadLimits(const MapEntry& entry);
+  void ReadMetrics(const MapEntry& entry);
+
+  const fs::path base_dir_;
+  Diagnostics diag_;
+  ServerOptions options_;
+};
+
+absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
+  if (!root.IsDefined() || root.IsNull()) {
+    diag_.Error(YAML::Mark::null_mark(),
+                "the config is empty; expected a map with at least listen, "
+                "datasets and pipelines");
+    return diag_.ToStatus();
+  }
+  if (!root.IsMap()) {
+    diag_.Error(root.Mark(), absl::StrCat("the config is ", Describe(root),
+                                          "; expected a map of keys like "
+                                          "`listen:` and `datasets:`"));
+    return diag_.ToStatus();
+  }
+  std::set<std::string> seen;
+  for (const MapEntry& entry : ReadMap(root, "", AllowedKeys(""), diag_)) {
+    seen.insert(entry.key);
+    if (entry.key == "listen") {
+      ReadListen(entry);
+    } else if (entry.key == "workers") {
+      ReadWorkers(entry);
+    } else if (entry.key == "memory_budget") {
+      if (auto size = ReadSize(entry, "memory_budget", diag_)) {
+        options_.memory_budget = *size;
+      }
+    } else if (entry.key == "on_corrupt") {
+      ReadOnCorrupt(entry);
+    } else if (entry.key == "limits") {
+      ReadLimits(entry);
+    } else if (entry.key == "metrics") {
+      ReadMetrics(entry);
+    } else if (entry.key == "datasets") {
+      options_.datasets = internal::ReadDatasets(entry, base_dir_, diag_);
+    } else if (entry.key == "pipelines") {
+      options_.pipelines = internal::ReadPipelines(entry, diag_);
+    }
+  }
+  static constexpr std::pair<absl::string_view, absl::string_view> kRequired[] =
+      {{"listen", "listen: {unix: /run/stoker/stoker.sock}"},
+       {"datasets", "datasets: {train: {path: /data/train}}"},
+       {"pipelines",
+        "pipelines: {train: [decode_jpeg, center_crop: {size: 224}]}"}};
+  for (const auto& [key, example] : kRequired) {
+    if (seen.count(std::string(key)) != 0) continue;
+    diag_.Error(root.Mark(), absl::StrCat("missing required key '", key,
+                                          "'; expected e.g. `", example, "`"));
+  }
+  if (!diag_.ok()) return diag_.ToStatus();
+  return std::move(options_);
+}
+
+void ConfigReader::ReadListen(const MapEntry& entry) {
+  if (!ExpectMap(entry, "listen", "{unix: /run/stoker/stoker.sock}", diag_)) {
+    return;
+  }
+  bool has_unix = false;
+  bool has_tcp = false;
+  std::optional<MapEntry> unix_only;  // A unix_* key, which needs unix.
+  for (const MapEntry& e :
+       ReadMap(entry.value, "listen", AllowedKeys("listen"), diag_)) {
+    if (e.key == "unix") {
+      has_unix = true;
+      std::optional<std::string> path =
+          ReadString(e, "listen.unix", "a path", diag_);
+      if (!path) continue;
+      std::string resolved = internal::ResolvePath(base_dir_, *path);
+      if (resolved.size() > kMaxUnixPath) {
+        diag_.Error(e.value_mark,
+                    absl::StrCat("listen.unix: socket path '", resolved,
+                                 "' is ", resolved.size(),
+                                 " bytes; expected at most ", kMaxUnixPath,
+                                 " (the limit of a unix socket address)"));
+        continue;
+      }
+      options_.listen.unix_path = std::move(resolved);
+    } else if (e.key == "tcp") {
+      has_tcp = true;
+      if (auto address = ReadAddress(e, "listen.tcp", diag_)) {
+        options_.listen.tcp = *address;
+      }
+    } else if (e.key == "unix_mode") {
+      if (!unix_only) unix_only = e;
+      if (auto mode = ReadFileMode(e, "listen.unix_mode", diag_)) {
+        options_.listen.unix_mode = *mode;
+      }
+    } else if (e.key == "unix_group") {
+      if (!unix_only) unix_only = e;
+      if (auto group =
+              ReadString(e, "listen.unix_group", "a group name", diag_)) {
+        options_.listen.unix_group = *group;
+      }
+    }
+  }
+  if (!has_unix && !has_tcp) {
+    diag_.Error(entry.value_mark,
+                "listen has neither unix nor tcp; expected at least one, like "
+                "{unix: /run/stoker/stoker.sock}");
+  } else if (!has_unix && unix_only) {
+    diag_.Error(unix_only->key_node.Mark(),
+                absl::StrCat("listen.", unix_only->key,
+                             " is set but listen.unix is not; expected it "
+                             "only with a unix socket"));
+  }
+}
+
+void ConfigReader::ReadWorkers(const MapEntry& entry) {
+  const YAML::Node& value = entry.value;
+  if (value.IsScalar()) {
+    if (value.Scalar() == "auto") {
+      options_.workers = 0;
+      return;
+    }
+    const std::optional<int64_t> count = internal::ParseInt(value.Scalar());
+    if (count && *count >= 1 && *count <= kMaxWorkers) {
+      options_.workers = static_cast<int>(*count);
+      return;
+    }
+  }
+  diag_.Error(entry.value_mark,
+              absl::StrCat("workers: expected auto or a number of threads "
+                           "from 1 to ",
+                           kMaxWorkers, ", got ", Describe(value)));
+}
+
+void ConfigReader::ReadOnCorrupt(const MapEntry& entry) {
+  const YAML::Node& value = entry.value;
+  if (value.IsScalar() && value.Scalar() == "skip") {
+    options_.on_corrupt = OnCorrupt::kSkip;
+  } else if (value.IsScalar() && value.Scalar() == "fail") {
+    options_.on_corrupt = OnCorrupt::kFail;
+  } else {
+    diag_.Error(entry.value_mark,
+                absl::StrCat("on_corrupt: expected skip or fail, got ",
+                             Describe(value)));
+  }
+}
+
+void ConfigReader::ReadLimits(const MapEntry& entry) {
+  if (!ExpectMap(entry, "limits", "{max_batch_size: 4096}", diag_)) return;
+  const size_t errors_before = diag_.error_count();
+  Limits& limits = options_.limits;
+  std::map<std::string, YAML::Mark> marks;
+  for (const MapEntry& e :
+       ReadMap(entry.value, "limits", AllowedKeys("limits"), diag_)) {
+    marks[e.key] = e.value_mark;
+    const std::string key = absl::StrCat("limits.", e.key);
+    if (e.key == "max_batch_bytes") {
+      if (auto size = ReadSize(e, key, diag_)) limits.max_batch_bytes = *size;
+      continue;
+    }
+    const std::optional<uint32_t> count = ReadCount(e, key, diag_);
+    if (!count) continue;
+    if (e.key == "max_batch_size") limits.max_batch_size = *count;
+    if (e.key == "max_prefetch") limits.max_prefetch = *count;
+    if (e.key == "default_prefetch") limits.default_prefetch = *count;
+    if (e.key == "max_streams") limits.max_streams = *count;
+    if (e.key == "max_streams_per_peer") limits.max_streams_per_peer = *count;
+  }
+  if (diag_.error_count() != errors_before) return;
+
+  // A bound below its default would make every default request fail. Point
+  // at the key the user wrote (the lower one if they wrote both).
+  const auto check = [&](absl::string_view low, uint32_t low_value,
+                         absl::string_view high, uint32_t high_value) {
+    if (low_value <= high_value) return;
+    const auto it = marks.count(std::string(low)) != 0
+                        ? marks.find(std::string(low))
+                        : marks.find(std::string(high));
+    diag_.Error(it == marks.end() ? entry.value_mark : it->second,
+                absl::StrCat("limits.", low, " (", low_value,
+                             ") is above limits.", high, " (", high_value,
+                             "); expected at most ", high_value));
+  };
+  check("default_prefetch", limits.default_prefetch, "max_prefetch",
+        limits.max_prefetch);
+  check("max_streams_per_peer", limits.max_streams_per_peer, "max_streams",
+        limits.max_streams);
+}
+
+void ConfigReader::ReadMetrics(const MapEntry& entry) {
+  const YAML::Node& value = entry.value;
+  if (value.IsScalar() &&
+      internal::ParseBool(value.Scalar()) == std::optional<bool>(false)) {
+    options_.metrics = MetricsOptions();
+    return;
+  }
+  if (!value.IsMap()) {
+    diag_.Error(entry.value_mark,
+                absl::StrCat("metrics: expected off or a map like {listen: "
+                             "127.0.0.1:9464}, got ",
+                             Describe(value)));
+    return;
+  }
+  bool has_listen = false;
+  for (const MapEntry& e :
+       ReadMap(value, "metrics", AllowedKeys("metrics"), diag_)) {
+    if (e.key == "listen") {
+      has_listen = true;
+      if (auto address = ReadAddress(e, "metrics.listen", diag_)) {
+        options_.metrics.enabled = true;
+        options_.metrics.listen = *address;
+      }
+    }
+  }
+  if (!has_listen) {
+    diag_.Error(entry.value_mark,
+                "metrics has no listen; expected {listen: HOST:PORT}, or "
+                "`metrics: off`");
+  }
+}
+
+absl::StatusOr<ServerOptions> LoadFromText(std::string_view yaml,
+                                           std::string source,
+                                           fs::path base_dir) {
+  Diagnostics diag(source);
+  // yaml-cpp throws; this is its edge.
+  try {
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(yaml));
+    if (documents.size() > 1) {
+      diag.Error(documents[1].Mark(),
+                 absl::StrCat("the config has ", documents.size(),
+                              " YAML documents; expected one"));
+      return diag.ToStatus();
+    }
+    ConfigReader reader(std::move(source), std::move(base_dir));
+    return reader.Read(documents.empty() ? YAML::Node() : documents[0]);
+  } catch (const YAML::Exception& e) {
+    diag.Error(e.mark, absl::StrCat("invalid YAML: ", e.msg));
+    return diag.ToStatus();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ServerOptions> LoadConfigFile(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(
+      std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (file == nullptr) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("cannot open config file '", path, "'"));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  size_t read = 0;
+  while ((read = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) {
+    text.append(buffer, read);
+  }
+  if (std::ferror(file.get())) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("cannot read config file '", path, "'"));
+  }
+  return LoadConfigString(text, path);
+}
+
+absl::StatusOr<ServerOptions> LoadConfigString(std::string_view yaml,
+                                               std::string_view source_name) {
+  fs::path dir = fs::path(std::string(source_name)).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code error;
+  fs::path absolute = fs::absolute(dir, error);
+  if (error) absolute = dir;
+  return LoadFromText(yaml, std::string(source_name), std::move(absolute));
+}
+
+}  // namespace stoker::config

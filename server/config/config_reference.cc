@@ -1,0 +1,205 @@
+#include "server/config/config_reference.h"
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+#include "server/config/byte_size.h"
+#include "server/config/op_config_reader.h"
+#include "server/config/options.h"
+#include "server/pipeline/registry.h"
+
+namespace stoker::config {
+namespace {
+
+// One row of the reference. Rows with an empty `default_text` take their
+// default from a default-constructed ServerOptions (see DefaultOf), so
+// options.h stays the one place that defines defaults.
+struct KeyDoc {
+  absl::string_view key;
+  absl::string_view type;
+  absl::string_view default_text;
+  absl::string_view meaning;
+};
+
+const std::vector<KeyDoc>& Keys() {
+  static const auto* const keys = new std::vector<KeyDoc>{
+      {"listen", "map", "required",
+       "Where the gRPC service listens: at least one of `listen.unix` and "
+       "`listen.tcp`."},
+      {"listen.unix", "path", "none",
+       "Unix socket path, relative to the config file's directory unless "
+       "absolute; at most 107 bytes once resolved."},
+      {"listen.tcp", "HOST:PORT", "none",
+       "TCP address, e.g. `127.0.0.1:7411` or `[::1]:7411`; port 0 picks a "
+       "free port. Keep it on loopback: TCP beyond the node needs TLS."},
+      {"listen.unix_mode", "octal string", "",
+       "Permission bits of the unix socket, e.g. `\"0660\"` (quote it)."},
+      {"listen.unix_group", "group name", "the daemon's group",
+       "Group that owns the unix socket."},
+      {"workers", "`auto` or 1..1024", "",
+       "Threads in the worker pool; `auto` is one per core."},
+      {"memory_budget", "size", "",
+       "Bytes the daemon may hold in decoded samples and batches at once."},
+      {"on_corrupt", "`skip` or `fail`", "",
+       "What a stream does on a record that fails its checksum or decode: "
+       "skip it and count it, or fail the stream with DATA_LOSS."},
+      {"limits", "map", "", "Bounds on what requests may ask for."},
+      {"limits.max_batch_size", "integer >= 1", "",
+       "Largest batch size a request may ask for."},
+      {"limits.max_prefetch", "integer >= 1", "",
+       "Largest prefetch depth (batches in flight) a stream may ask for."},
+      {"limits.default_prefetch", "integer >= 1", "",
+       "Prefetch depth of a stream that does not ask; at most "
+       "`limits.max_prefetch`."},
+      {"limits.max_streams", "integer >= 1", "",
+       "Streams open at once across all clients."},
+      {"limits.max_streams_per_peer", "integer >= 1", "",
+       "Streams one client process may hold at once; at most "
+       "`limits.max_streams`."},
+      {"limits.max_batch_bytes", "size", "",
+       "Largest batch, in bytes, a request may ask for."},
+      {"metrics", "`off` or map", "off",
+       "The Prometheus endpoint; `metrics: {listen: ...}` turns it on."},
+      {"metrics.listen", "HOST:PORT", "required",
+       "Address of the HTTP endpoint that serves `/metrics`, e.g. "
+       "`127.0.0.1:9464`."},
+      {"datasets", "map of NAME to map", "required",
+       "The datasets clients may name, at least one. NAME is letters, "
+       "digits, `_`, `-` and `.`, starting with a letter, digit or `_`."},
+      {"datasets.NAME.path", "path", "required",
+       "Dataset directory written by `stoker pack`, relative to the config "
+       "file's directory unless absolute; must exist when the config loads."},
+      {"pipelines", "map of NAME to list", "required",
+       "The pipelines clients may name, at least one; NAME as for datasets."},
+      {"pipelines.NAME", "list of ops", "required",
+       "The ops in order, at least one. A step is `- OP: {ARG: VALUE, ...}`, "
+       "`- OP: VALUE` for an op that takes one value, or `- OP`; see the op "
+       "table."},
+  };
+  return *keys;
+}
+
+// The default of `key` as it would be written in the config file.
+std::string DefaultOf(absl::string_view key) {
+  const ServerOptions d;
+  if (key == "listen.unix_mode") {
+    return absl::StrCat("\"", absl::StrFormat("%04o", d.listen.unix_mode),
+                        "\"");
+  }
+  if (key == "workers") {
+    return d.workers == 0 ? "auto" : absl::StrCat(d.workers);
+  }
+  if (key == "memory_budget") return FormatByteSize(d.memory_budget);
+  if (key == "on_corrupt") {
+    return d.on_corrupt == OnCorrupt::kSkip ? "skip" : "fail";
+  }
+  if (key == "limits") return "the defaults below";
+  if (key == "limits.max_batch_size") {
+    return absl::StrCat(d.limits.max_batch_size);
+  }
+  if (key == "limits.max_prefetch") return absl::StrCat(d.limits.max_prefetch);
+  if (key == "limits.default_prefetch") {
+    return absl::StrCat(d.limits.default_prefetch);
+  }
+  if (key == "limits.max_streams") return absl::StrCat(d.limits.max_streams);
+  if (key == "limits.max_streams_per_peer") {
+    return absl::StrCat(d.limits.max_streams_per_peer);
+  }
+  if (key == "limits.max_batch_bytes") {
+    return FormatByteSize(d.limits.max_batch_bytes);
+  }
+  return "";
+}
+
+// Makes `text` safe inside a Markdown table cell.
+std::string Cell(absl::string_view text) {
+  return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}});
+}
+
+std::string ArgsCell(const pipeline::OpDef& def) {
+  if (def.args.empty()) return "none";
+  std::vector<std::string> parts;
+  for (const pipeline::ArgSpec& spec : def.args) {
+    const std::string_view type = pipeline::ArgTypeName(spec.type);
+    std::string part = absl::StrCat(
+        "`", spec.name, "`: ", absl::string_view(type.data(), type.size()));
+    if (spec.required) {
+      absl::StrAppend(&part, ", required");
+    } else if (spec.default_value.has_value()) {
+      absl::StrAppend(&part, " = ",
+                      internal::FormatArgValue(*spec.default_value));
+    }
+    if (spec.name == def.scalar_arg) {
+      absl::StrAppend(&part, " (also `- ", def.name, ": VALUE`)");
+    }
+    if (!spec.doc.empty()) absl::StrAppend(&part, " — ", spec.doc);
+    parts.push_back(std::move(part));
+  }
+  return Cell(absl::StrJoin(parts, "<br>"));
+}
+
+}  // namespace
+
+std::string ConfigReference() {
+  std::string out =
+      "## Config file reference\n"
+      "\n"
+      "`stokerd --config FILE` reads a YAML file with the keys below. A key "
+      "not listed, a key given twice, or a value of the wrong type is an "
+      "error that names the file, line and column. Sizes are written like "
+      "`2GiB`, `512MiB`, `1.5GB` or `1048576` (KiB, MiB, GiB... are powers "
+      "of 1024; KB, MB, GB... powers of 1000).\n"
+      "\n"
+      "| key | type | default | meaning |\n"
+      "|---|---|---|---|\n";
+  for (const KeyDoc& doc : Keys()) {
+    const std::string default_text = doc.default_text.empty()
+                                         ? DefaultOf(doc.key)
+                                         : std::string(doc.default_text);
+    absl::StrAppend(&out, "| `", doc.key, "` | ", Cell(doc.type), " | ",
+                    Cell(default_text), " | ", Cell(doc.meaning), " |\n");
+  }
+
+  absl::StrAppend(&out,
+                  "\n"
+                  "### Pipeline ops\n"
+                  "\n"
+                  "| op | arguments | meaning |\n"
+                  "|---|---|---|\n");
+  const pipeline::OpRegistry& registry = pipeline::OpRegistry::Global();
+  std::vector<std::string> names = registry.Names();
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const pipeline::OpDef* def = registry.Find(name);
+    if (def == nullptr) continue;
+    absl::StrAppend(&out, "| `", name, "` | ", ArgsCell(*def), " | ",
+                    Cell(def->doc), " |\n");
+  }
+  return out;
+}
+
+std::vector<std::string> AllowedKeys(absl::string_view section) {
+  std::vector<std::string> keys;
+  for (const KeyDoc& doc : Keys()) {
+    absl::string_view rest = doc.key;
+    if (!section.empty()) {
+      if (rest.size() <= section.size() + 1 ||
+          rest.substr(0, section.size()) != section ||
+          rest[section.size()] != '.') {
+        continue;
+      }
+      rest.remove_prefix(section.size() + 1);
+    }
+    if (rest.find('.') == absl::string_view::npos) keys.emplace_back(rest);
+  }
+  return keys;
+}
+
+}  // namespace stoker::config

@@ -1,0 +1,99 @@
+// The daemon's configuration as plain values: what `stokerd --config FILE`
+// reads from YAML (see config_loader.h) and hands to the composition root.
+//
+// These are value types with no behaviour. Defaults here are the defaults of
+// the config file: config_reference.cc prints them from a default-constructed
+// ServerOptions, so change them here and the reference follows.
+//
+// Thread-safety: plain structs; const access from many threads is safe.
+
+#ifndef STOKER_SERVER_CONFIG_OPTIONS_H_
+#define STOKER_SERVER_CONFIG_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/pipeline/pipeline.h"
+
+namespace stoker::config {
+
+// Where the gRPC service listens. At least one of unix_path and tcp is set.
+struct ListenOptions {
+  // Absolute path of the unix socket; empty if none. A relative path in the
+  // config file is resolved against the config file's directory.
+  std::string unix_path;
+  // "HOST:PORT" (or "[V6ADDR]:PORT"); empty if no TCP listener. Port 0 asks
+  // the kernel for a free port.
+  std::string tcp;
+  // Permission bits given to the unix socket.
+  uint32_t unix_mode = 0660;
+  // Group that owns the unix socket; empty keeps the daemon's group.
+  std::string unix_group;
+};
+
+// The Prometheus endpoint.
+struct MetricsOptions {
+  bool enabled = false;
+  // "HOST:PORT"; set exactly when enabled.
+  std::string listen;
+};
+
+// Bounds on what one request or one client may ask for. A request outside a
+// bound gets INVALID_ARGUMENT or RESOURCE_EXHAUSTED naming the bound.
+struct Limits {
+  uint32_t max_batch_size = 4096;
+  uint32_t max_prefetch = 64;
+  // Prefetch depth of a stream that does not ask for one; <= max_prefetch.
+  uint32_t default_prefetch = 4;
+  uint32_t max_streams = 256;
+  // Streams one peer (process) may hold at once; <= max_streams.
+  uint32_t max_streams_per_peer = 64;
+  uint64_t max_batch_bytes = 1ull << 30;
+};
+
+// What the daemon does with a record that fails its checksum or decode.
+enum class OnCorrupt { kSkip, kFail };
+
+struct DatasetOptions {
+  // The name clients use in requests.
+  std::string name;
+  // Absolute, lexically normal path of the dataset directory; it existed and
+  // was a directory when the config was loaded.
+  std::string path;
+  // 1-based line of the dataset's entry in the config file.
+  int line = 0;
+};
+
+struct PipelineOptions {
+  // The name clients use in requests.
+  std::string name;
+  // The ops in order, names and argument types checked against the op
+  // registry. Arguments are as written (defaults not filled in), and the
+  // pipeline was accepted by pipeline::Pipeline::Create.
+  std::vector<pipeline::OpConfig> ops;
+  // 1-based line of the pipeline's entry in the config file.
+  int line = 0;
+};
+
+struct ServerOptions {
+  // The config file's path as given (or the source name given to
+  // LoadConfigString); error messages and logs use it.
+  std::string source;
+  ListenOptions listen;
+  // Threads in the worker pool; 0 means one per core.
+  int workers = 0;
+  // Bytes the daemon may hold in decoded samples and batches at once.
+  uint64_t memory_budget = 2ull << 30;
+  OnCorrupt on_corrupt = OnCorrupt::kSkip;
+  Limits limits;
+  MetricsOptions metrics;
+  // In config file order; names are unique. Never empty once loaded.
+  std::vector<DatasetOptions> datasets;
+  // In config file order; names are unique. Never empty once loaded.
+  std::vector<PipelineOptions> pipelines;
+};
+
+}  // namespace stoker::config
+
+#endif  // STOKER_SERVER_CONFIG_OPTIONS_H_

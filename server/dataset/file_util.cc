@@ -1,0 +1,80 @@
+#include "server/dataset/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker::dataset {
+namespace {
+
+absl::Status ErrnoError(absl::string_view what) {
+  const int err = errno;
+  return absl::ErrnoToStatus(err, absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+// Closes the descriptor when it goes out of scope.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  ~FdCloser() { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+absl::Status ReadFileToString(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open");
+  FdCloser closer(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError("cannot stat");
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError("not a regular file");
+  }
+  out->resize(st.st_size);
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("cannot read");
+    if (n == 0) break;  // The file shrank while we read it.
+    done += n;
+  }
+  out->resize(done);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileDurably(const std::string& path, std::string_view data) {
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create");
+  FdCloser closer(fd);
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("cannot write");
+    done += n;
+  }
+  if (::fsync(fd) != 0) return ErrnoError("cannot fsync");
+  return absl::OkStatus();
+}
+
+absl::Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open");
+  FdCloser closer(fd);
+  if (::fsync(fd) != 0) return ErrnoError("cannot fsync");
+  return absl::OkStatus();
+}
+
+}  // namespace stoker::dataset

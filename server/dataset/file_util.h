@@ -1,0 +1,28 @@
+// Small POSIX file helpers for the dataset layer. Error codes come from
+// errno (NotFound, PermissionDenied, ...); messages say what failed and why
+// ("cannot open: No such file or directory") but not the path, which every
+// caller adds to its own context (a skipped source file is listed by path).
+//
+// Thread-safe: the functions share no state.
+#ifndef STOKER_SERVER_DATASET_FILE_UTIL_H_
+#define STOKER_SERVER_DATASET_FILE_UTIL_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace stoker::dataset {
+
+// Replaces `*out` with the whole content of `path`.
+absl::Status ReadFileToString(const std::string& path, std::string* out);
+
+// Creates or truncates `path`, writes `data` and fsyncs it.
+absl::Status WriteFileDurably(const std::string& path, std::string_view data);
+
+// Fsyncs the directory `dir`, so that entries created or renamed in it last.
+absl::Status SyncDir(const std::string& dir);
+
+}  // namespace stoker::dataset
+
+#endif  // STOKER_SERVER_DATASET_FILE_UTIL_H_

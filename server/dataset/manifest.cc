@@ -1,0 +1,252 @@
+#include "server/dataset/manifest.h"
+
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "server/dataset/file_util.h"
+
+namespace stoker::dataset {
+namespace {
+
+using Json = nlohmann::json;
+
+// Checks the parts of one manifest; every error names the file and the key.
+class Parser {
+ public:
+  explicit Parser(std::string_view path) : path_(path.data(), path.size()) {}
+
+  absl::Status Error(absl::string_view key, absl::string_view msg) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("manifest ", path_, ": ", key, ": ", msg));
+  }
+
+  // `obj` (found at `key`, "" for the whole document) must be an object holding
+  // every key of `required` and no key outside `required` and `optional`.
+  absl::Status CheckObject(const Json& obj, absl::string_view key,
+                           std::initializer_list<const char*> required,
+                           std::initializer_list<const char*> optional) const {
+    if (!obj.is_object()) {
+      return Error(key.empty() ? "(document)" : key, "expected an object");
+    }
+    for (const char* r : required) {
+      if (!obj.contains(r)) return Error(Join(key, r), "missing");
+    }
+    for (const auto& [k, v] : obj.items()) {
+      if (!Contains(required, k) && !Contains(optional, k)) {
+        return Error(Join(key, k), "unknown key");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads obj[k] into `out`; leaves `out` alone if the key is absent.
+  absl::Status GetString(const Json& obj, absl::string_view prefix,
+                         const char* k, std::string* out) const {
+    if (!obj.contains(k)) return absl::OkStatus();
+    const Json& v = obj.at(k);
+    if (!v.is_string()) return Error(Join(prefix, k), "expected a string");
+    *out = v.get<std::string>();
+    return absl::OkStatus();
+  }
+
+  absl::Status GetUint(const Json& obj, absl::string_view prefix, const char* k,
+                       uint64_t* out) const {
+    const Json& v = obj.at(k);
+    if (!v.is_number_unsigned()) {
+      return Error(Join(prefix, k), "expected a non-negative integer");
+    }
+    *out = v.get<uint64_t>();
+    return absl::OkStatus();
+  }
+
+  static std::string Join(absl::string_view prefix, absl::string_view key) {
+    return prefix.empty() ? std::string(key) : absl::StrCat(prefix, ".", key);
+  }
+
+ private:
+  static bool Contains(std::initializer_list<const char*> keys,
+                       std::string_view k) {
+    for (const char* key : keys) {
+      if (k == key) return true;
+    }
+    return false;
+  }
+
+  absl::string_view path_;  // Borrowed from ParseManifest's argument.
+};
+
+absl::Status ParseFields(const Parser& p, const Json& fields,
+                         std::vector<FieldSpec>* out) {
+  if (!fields.is_array() || fields.empty()) {
+    return p.Error("fields", "expected a non-empty array");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const std::string key = absl::StrCat("fields[", i, "]");
+    const Json& f = fields[i];
+    if (auto s = p.CheckObject(f, key, {"name", "kind"}, {"content_type"});
+        !s.ok()) {
+      return s;
+    }
+    FieldSpec spec;
+    std::string kind;
+    if (auto s = p.GetString(f, key, "name", &spec.name); !s.ok()) return s;
+    if (auto s = p.GetString(f, key, "kind", &kind); !s.ok()) return s;
+    if (auto s = p.GetString(f, key, "content_type", &spec.content_type);
+        !s.ok()) {
+      return s;
+    }
+    if (spec.name.empty()) return p.Error(key + ".name", "is empty");
+    if (!names.insert(spec.name).second) {
+      return p.Error(key + ".name",
+                     absl::StrCat("duplicate field '", spec.name, "'"));
+    }
+    if (kind == "bytes") {
+      spec.kind = FieldKind::kBytes;
+    } else if (kind == "int64") {
+      spec.kind = FieldKind::kInt64;
+    } else {
+      return p.Error(key + ".kind",
+                     absl::StrCat("is '", kind, "', expected bytes|int64"));
+    }
+    out->push_back(std::move(spec));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseShards(const Parser& p, const Json& shards,
+                         uint64_t num_samples, std::vector<ShardInfo>* out) {
+  if (!shards.is_array() || shards.empty()) {
+    return p.Error("shards", "expected a non-empty array");
+  }
+  std::set<std::string> files;
+  uint64_t next_id = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string key = absl::StrCat("shards[", i, "]");
+    const Json& s = shards[i];
+    if (auto st = p.CheckObject(
+            s, key, {"file", "first_id", "num_samples", "bytes"}, {});
+        !st.ok()) {
+      return st;
+    }
+    ShardInfo shard;
+    if (auto st = p.GetString(s, key, "file", &shard.file); !st.ok()) return st;
+    for (auto [k, v] : {std::pair{"first_id", &shard.first_id},
+                        {"num_samples", &shard.num_samples},
+                        {"bytes", &shard.bytes}}) {
+      if (auto st = p.GetUint(s, key, k, v); !st.ok()) return st;
+    }
+    // The file must stay inside the dataset directory.
+    if (shard.file.empty() || shard.file == "." || shard.file == ".." ||
+        shard.file.find('/') != std::string::npos) {
+      return p.Error(key + ".file", absl::StrCat("'", shard.file,
+                                                 "' is not a plain file name"));
+    }
+    if (!files.insert(shard.file).second) {
+      return p.Error(key + ".file",
+                     absl::StrCat("duplicate file '", shard.file, "'"));
+    }
+    if (shard.first_id != next_id) {
+      return p.Error(key + ".first_id",
+                     absl::StrCat("is ", shard.first_id, ", expected ", next_id,
+                                  " (shard ranges must be contiguous)"));
+    }
+    if (shard.num_samples == 0) return p.Error(key + ".num_samples", "is 0");
+    next_id += shard.num_samples;
+    out->push_back(std::move(shard));
+  }
+  if (next_id != num_samples) {
+    return p.Error("shards",
+                   absl::StrCat("hold ", next_id, " samples, num_samples is ",
+                                num_samples));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> ParseManifest(std::string_view json,
+                                       std::string_view path_for_errors) {
+  const Parser p(path_for_errors);
+  const Json root = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return p.Error("(document)", "not valid JSON");
+  if (auto s = p.CheckObject(
+          root, "",
+          {"format_version", "name", "num_samples", "fields", "shards"},
+          {"classes", "created", "source"});
+      !s.ok()) {
+    return s;
+  }
+  Manifest m;
+  const Json& version = root.at("format_version");
+  if (!version.is_number_integer()) {
+    return p.Error("format_version", "expected an integer");
+  }
+  if (version.get<int64_t>() != kFormatVersion) {
+    return p.Error("format_version",
+                   absl::StrCat("is ", version.dump(), ", this build reads ",
+                                kFormatVersion));
+  }
+  if (auto s = p.GetString(root, "", "name", &m.name); !s.ok()) return s;
+  if (m.name.empty()) return p.Error("name", "is empty");
+  if (auto s = p.GetUint(root, "", "num_samples", &m.num_samples); !s.ok()) {
+    return s;
+  }
+  if (auto s = ParseFields(p, root.at("fields"), &m.fields); !s.ok()) return s;
+  if (root.contains("classes")) {
+    const Json& classes = root.at("classes");
+    if (!classes.is_array()) return p.Error("classes", "expected an array");
+    for (size_t i = 0; i < classes.size(); ++i) {
+      if (!classes[i].is_string()) {
+        return p.Error(absl::StrCat("classes[", i, "]"), "expected a string");
+      }
+      m.classes.push_back(classes[i].get<std::string>());
+    }
+  }
+  if (auto s = ParseShards(p, root.at("shards"), m.num_samples, &m.shards);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = p.GetString(root, "", "created", &m.created); !s.ok()) return s;
+  if (auto s = p.GetString(root, "", "source", &m.source); !s.ok()) return s;
+  return m;
+}
+
+std::string SerializeManifest(const Manifest& m) {
+  nlohmann::ordered_json fields = nlohmann::ordered_json::array();
+  for (const FieldSpec& f : m.fields) {
+    fields.push_back({{"name", f.name},
+                      {"kind", f.kind == FieldKind::kInt64 ? "int64" : "bytes"},
+                      {"content_type", f.content_type}});
+  }
+  nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+  for (const ShardInfo& s : m.shards) {
+    shards.push_back({{"file", s.file},
+                      {"first_id", s.first_id},
+                      {"num_samples", s.num_samples},
+                      {"bytes", s.bytes}});
+  }
+  const nlohmann::ordered_json root = {{"format_version", m.format_version},
+                                       {"name", m.name},
+                                       {"num_samples", m.num_samples},
+                                       {"fields", fields},
+                                       {"classes", m.classes},
+                                       {"shards", shards},
+                                       {"created", m.created},
+                                       {"source", m.source}};
+  return root.dump(2) + "\n";
+}
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", kManifestFile);
+  std::string text;
+  if (absl::Status s = ReadFileToString(path, &text); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("manifest ", path, ": ", s.message()));
+  }
+  return ParseManifest(text, path);
+}
+
+}  // namespace stoker::dataset

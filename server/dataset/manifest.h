@@ -1,0 +1,73 @@
+// The manifest of a packed dataset: `manifest.json` in the dataset directory.
+// It names the dataset, gives its schema, its classes and its shards. Shard i
+// holds the contiguous id range [first_id, first_id + num_samples); the
+// ranges follow each other from 0 and add up to the dataset's num_samples.
+//
+//   {
+//     "format_version": 1,
+//     "name": "train",
+//     "num_samples": 3,
+//     "fields": [{"name": "image", "kind": "bytes", "content_type":
+//     "image/jpeg"},
+//                {"name": "label", "kind": "int64", "content_type": ""}],
+//     "classes": ["cat", "dog"],
+//     "shards": [{"file": "shard-00000.lmdb", "first_id": 0,
+//                 "num_samples": 3, "bytes": 98304}],
+//     "created": "2024-05-01T12:00:00Z",
+//     "source": "/data/raw/train"
+//   }
+//
+// "classes", "created" and "source" may be left out; every other key is
+// required and no other key is allowed.
+//
+// Thread-safe: every function is pure (ReadManifest reads a file).
+#ifndef STOKER_SERVER_DATASET_MANIFEST_H_
+#define STOKER_SERVER_DATASET_MANIFEST_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/record.h"
+
+namespace stoker::dataset {
+
+inline constexpr int kFormatVersion = 1;
+inline constexpr char kManifestFile[] = "manifest.json";
+
+struct ShardInfo {
+  std::string file;  // A plain file name inside the dataset directory.
+  uint64_t first_id = 0;
+  uint64_t num_samples = 0;
+  uint64_t bytes = 0;  // The size of the shard file.
+};
+
+struct Manifest {
+  int format_version = kFormatVersion;
+  std::string name;
+  uint64_t num_samples = 0;
+  std::vector<FieldSpec> fields;
+  std::vector<std::string> classes;  // Label i is classes[i]; may be empty.
+  std::vector<ShardInfo> shards;
+  std::string created;  // UTC, ISO 8601.
+  std::string source;   // Where the samples came from.
+};
+
+// Parses and checks a manifest. Every error is InvalidArgument and names
+// `path_for_errors` and the key, e.g.
+// "manifest /d/manifest.json: shards[1].first_id: is 10, expected 8 (shard
+// ranges must be contiguous)".
+absl::StatusOr<Manifest> ParseManifest(std::string_view json,
+                                       std::string_view path_for_errors);
+
+// Pretty-printed JSON that ParseManifest accepts.
+std::string SerializeManifest(const Manifest& m);
+
+// Reads and parses `dir`/manifest.json. NotFound if it does not exist.
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
+
+}  // namespace stoker::dataset
+
+#endif  // STOKER_SERVER_DATASET_MANIFEST_H_

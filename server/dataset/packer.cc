@@ -1,0 +1,396 @@
+#include "server/dataset/packer.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/dataset/file_util.h"
+#include "server/dataset/lmdb_util.h"
+#include "server/dataset/record.h"
+
+namespace stoker::dataset {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxFileBytes = (uint64_t{1} << 32) - 1;
+// A write transaction is committed after this many records or bytes, which
+// bounds LMDB's dirty page list.
+constexpr uint64_t kTxnRecords = 1024;
+constexpr uint64_t kTxnBytes = uint64_t{64} << 20;
+
+// What the scan learnt about one source file.
+struct Scanned {
+  bool ok = false;
+  uint64_t bytes = 0;
+  uint64_t hash = 0;
+  std::string reason;  // Why it is bad, when !ok.
+};
+
+Scanned Scan(const std::string& path, const PackOptions& o) {
+  std::string data;
+  if (absl::Status s = ReadFileToString(path, &data); !s.ok()) {
+    return {false, 0, 0, std::string(s.message())};
+  }
+  if (data.empty()) return {false, 0, 0, "empty file"};
+  if (data.size() > kMaxFileBytes) return {false, 0, 0, "larger than 4 GiB"};
+  if (o.validate) {
+    if (absl::Status s = o.validate(data); !s.ok()) {
+      return {false, 0, 0, std::string(s.message())};
+    }
+  }
+  return {true, data.size(), XXH3_64bits(data.data(), data.size()), ""};
+}
+
+// The samples of one shard: indices into the listing, in id order.
+struct ShardPlan {
+  std::string file;
+  uint64_t first_id = 0;
+  std::vector<uint64_t> sources;
+  uint64_t source_bytes = 0;
+};
+
+// Writes one shard file, appending its records in key order, and returns
+// its size.
+absl::StatusOr<uint64_t> WriteShard(const std::string& path,
+                                    const ShardPlan& plan,
+                                    const SourceListing& listing,
+                                    const std::vector<Scanned>& scanned,
+                                    ProgressCounter* progress) {
+  // LMDB stores a large value on its own pages, so a record costs at most
+  // its size plus one page plus node overhead; twice that, as address space
+  // rather than disk, leaves room for the tree.
+  const uint64_t worst = plan.source_bytes + plan.sources.size() * 4300;
+  const uint64_t map_size = ((2 * worst >> 20) + 2) << 20;
+  absl::StatusOr<EnvPtr> env = CreateShardForWrite(path, map_size);
+  if (!env.ok()) return env.status();
+  MDB_dbi dbi = 0;
+  TxnPtr txn;
+  uint64_t txn_records = 0, txn_bytes = 0;
+  auto commit = [&]() -> absl::Status {
+    txn_records = txn_bytes = 0;
+    if (int rc = mdb_txn_commit(txn.release()); rc != 0) {
+      return LmdbError(rc, absl::StrCat("cannot commit to ", path));
+    }
+    return absl::OkStatus();
+  };
+  std::string data;
+  for (size_t i = 0; i < plan.sources.size(); ++i) {
+    if (txn == nullptr) {
+      MDB_txn* raw = nullptr;
+      if (int rc = mdb_txn_begin(env->get(), nullptr, 0, &raw); rc != 0) {
+        return LmdbError(rc, absl::StrCat("cannot write ", path));
+      }
+      txn.reset(raw);
+      if (int rc = mdb_dbi_open(raw, nullptr, MDB_CREATE, &dbi); rc != 0) {
+        return LmdbError(rc,
+                         absl::StrCat("cannot open the database in ", path));
+      }
+    }
+    const SourceFile& source = listing.files[plan.sources[i]];
+    const Scanned& scan = scanned[plan.sources[i]];
+    absl::Status read = ReadFileToString(source.path, &data);
+    if (read.ok() && (data.size() != scan.bytes ||
+                      XXH3_64bits(data.data(), data.size()) != scan.hash)) {
+      read = absl::AbortedError("changed since it was scanned");
+    }
+    if (!read.ok()) {
+      return absl::Status(read.code(),
+                          absl::StrCat(source.path, ": ", read.message()));
+    }
+    const std::string label = EncodeInt64(source.label);
+    const std::string value = EncodeRecord({data, label});
+    const std::string key = EncodeKey(plan.first_id + i);
+    MDB_val k = ToVal(key), v = ToVal(value);
+    if (int rc = mdb_put(txn.get(), dbi, &k, &v, MDB_APPEND); rc != 0) {
+      return LmdbError(rc, absl::StrCat("cannot write key ", plan.first_id + i,
+                                        " to ", path));
+    }
+    progress->Add(1, data.size());
+    ++txn_records;
+    txn_bytes += value.size();
+    if (txn_records >= kTxnRecords || txn_bytes >= kTxnBytes) {
+      if (absl::Status s = commit(); !s.ok()) return s;
+    }
+  }
+  if (txn != nullptr) {
+    if (absl::Status s = commit(); !s.ok()) return s;
+  }
+  if (int rc = mdb_env_sync(env->get(), 1); rc != 0) {
+    return LmdbError(rc, absl::StrCat("cannot sync ", path));
+  }
+  env->reset();
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot stat ", path));
+  return size;
+}
+
+// Removes the temporary folder of a pack unless the pack succeeded.
+class TempDirGuard {
+ public:
+  explicit TempDirGuard(std::string dir) : dir_(std::move(dir)) {}
+  TempDirGuard(const TempDirGuard&) = delete;
+  TempDirGuard& operator=(const TempDirGuard&) = delete;
+  ~TempDirGuard() {
+    std::error_code ignored;
+    if (!kept_) fs::remove_all(dir_, ignored);
+  }
+  void Keep() { kept_ = true; }
+
+ private:
+  const std::string dir_;
+  bool kept_ = false;
+};
+
+std::string NowUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm;
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Splits `good` (listing indices in id order) into `shards` contiguous
+// plans of nearly equal count.
+std::vector<ShardPlan> PlanShards(const std::vector<uint64_t>& good,
+                                  const std::vector<Scanned>& scanned,
+                                  uint64_t shards) {
+  std::vector<ShardPlan> plans(shards);
+  for (uint64_t s = 0; s < shards; ++s) {
+    ShardPlan& plan = plans[s];
+    plan.file = absl::StrFormat("shard-%05d.lmdb", s);
+    plan.first_id = s * good.size() / shards;
+    const uint64_t end = (s + 1) * good.size() / shards;
+    plan.sources.assign(good.begin() + plan.first_id, good.begin() + end);
+    for (uint64_t i : plan.sources) plan.source_bytes += scanned[i].bytes;
+  }
+  return plans;
+}
+
+// Checks the destination before any work: absent, or a dataset and `force`.
+absl::Status CheckDestination(const std::string& dst, bool force) {
+  std::error_code ec;
+  if (!fs::exists(dst, ec)) return absl::OkStatus();
+  if (!force) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(dst, " exists; pass --force to replace it"));
+  }
+  if (!fs::exists(fs::path(dst) / kManifestFile, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("refusing to replace ", dst, ": it is not a dataset (no ",
+                     kManifestFile, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether `path` is `dir` or lies below it, after resolving both.
+bool IsInside(const std::string& path, const std::string& dir) {
+  std::error_code ec;
+  std::string p = fs::weakly_canonical(path, ec).string();
+  std::string d = fs::weakly_canonical(dir, ec).string();
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return p == d || absl::StartsWith(p, d + "/");
+}
+
+absl::Status FailedOn(const SkippedFile& bad) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      bad.path, ": ", bad.reason, " (on_error is fail: pack stopped)"));
+}
+
+struct ScanResult {
+  std::vector<Scanned> scanned;      // One per listed file.
+  std::vector<uint64_t> good;        // Indices of the good ones, in order.
+  std::vector<SkippedFile> skipped;  // Rejected entries, then bad files.
+};
+
+// Pass 1: reads and checks every listed file. With kFail, the first bad file
+// stops the others early and is returned as the error.
+absl::StatusOr<ScanResult> ScanAll(const SourceListing& listing,
+                                   const PackOptions& o, int threads) {
+  ScanResult r;
+  r.scanned.resize(listing.files.size());
+  std::atomic<bool> failed{false};
+  {
+    ProgressCounter progress(o.progress, "scan", r.scanned.size());
+    ParallelFor(threads, r.scanned.size(), [&](uint64_t i) {
+      if (failed) return;
+      r.scanned[i] = Scan(listing.files[i].path, o);
+      if (!r.scanned[i].ok && o.on_error == OnError::kFail) failed = true;
+      progress.Add(1, r.scanned[i].bytes);
+    });
+  }
+  r.skipped = listing.rejected;
+  for (uint64_t i = 0; i < r.scanned.size(); ++i) {
+    if (r.scanned[i].ok) {
+      r.good.push_back(i);
+    } else if (!r.scanned[i].reason.empty()) {  // Empty: never scanned.
+      r.skipped.push_back({listing.files[i].path, r.scanned[i].reason});
+    }
+  }
+  if (o.on_error == OnError::kFail && !r.skipped.empty()) {
+    return FailedOn(r.skipped.front());
+  }
+  return r;
+}
+
+// Pass 2: splits the good files into shards of contiguous ids and writes
+// them into `dir` in parallel.
+absl::StatusOr<std::vector<ShardInfo>> WriteShards(const std::string& dir,
+                                                   const SourceListing& listing,
+                                                   const ScanResult& scan,
+                                                   const PackOptions& o,
+                                                   int threads) {
+  uint64_t total_bytes = 0;
+  for (uint64_t i : scan.good) total_bytes += scan.scanned[i].bytes;
+  const uint64_t auto_shards =
+      (total_bytes + kAutoShardBytes - 1) / kAutoShardBytes;
+  const uint64_t count = std::clamp<uint64_t>(
+      o.shards > 0 ? o.shards : auto_shards, 1, scan.good.size());
+  const std::vector<ShardPlan> plans =
+      PlanShards(scan.good, scan.scanned, count);
+  std::vector<absl::StatusOr<uint64_t>> sizes(count, uint64_t{0});
+  {
+    ProgressCounter progress(o.progress, "write", scan.good.size());
+    ParallelFor(threads, count, [&](uint64_t s) {
+      sizes[s] = WriteShard(absl::StrCat(dir, "/", plans[s].file), plans[s],
+                            listing, scan.scanned, &progress);
+    });
+  }
+  std::vector<ShardInfo> shards;
+  for (uint64_t s = 0; s < count; ++s) {
+    if (!sizes[s].ok()) return sizes[s].status();
+    shards.push_back(
+        {plans[s].file, plans[s].first_id, plans[s].sources.size(), *sizes[s]});
+  }
+  return shards;
+}
+
+// Writes the manifest last, durably, so that a folder with a manifest
+// holds complete shards.
+absl::Status WriteManifest(const std::string& dir, const Manifest& m) {
+  const std::string path = absl::StrCat(dir, "/", kManifestFile);
+  if (absl::Status s = WriteFileDurably(path, SerializeManifest(m)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
+  if (absl::Status s = SyncDir(dir); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(dir, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Moves the finished `tmp` to `dst`. An existing `dst` is first moved
+// aside, so that at every moment `dst` is either the old or the new
+// dataset, and removed once the new one is in place.
+absl::Status Publish(const std::string& tmp, const std::string& dst) {
+  std::error_code ec;
+  const std::string old = absl::StrCat(dst, ".old-", ::getpid());
+  const bool replace = fs::exists(dst, ec);
+  if (replace) fs::rename(dst, old, ec);
+  if (!ec) {
+    fs::rename(tmp, dst, ec);
+    std::error_code ignored;
+    if (ec && replace) fs::rename(old, dst, ignored);  // Put it back.
+  }
+  if (ec) {
+    return absl::ErrnoToStatus(
+        ec.value(),
+        absl::StrCat("cannot move ", tmp, " to ", dst, ": ", ec.message()));
+  }
+  if (replace) fs::remove_all(old, ec);
+  const fs::path parent = fs::path(dst).parent_path();
+  const std::string parent_dir = parent.empty() ? "." : parent.string();
+  if (absl::Status s = SyncDir(parent_dir); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(parent_dir, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PackReport> Pack(const PackOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  if (o.src.empty() == o.list_file.empty()) {
+    return absl::InvalidArgumentError(
+        "give exactly one source: a folder or a list file");
+  }
+  std::string dst = o.dst;
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  if (dst.empty()) return absl::InvalidArgumentError("no destination given");
+  if (o.shards < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shards is ", o.shards));
+  }
+  if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
+  if (!o.src.empty() && IsInside(dst, o.src)) {
+    // A second pack would list the first one's files as a class.
+    return absl::InvalidArgumentError(
+        absl::StrCat("destination ", dst, " is inside the source ", o.src));
+  }
+
+  absl::StatusOr<SourceListing> listing =
+      o.src.empty() ? ReadListFile(o.list_file) : ListImageFolder(o.src);
+  if (!listing.ok()) return listing.status();
+  const std::string source = o.src.empty() ? o.list_file : o.src;
+  if (listing->files.empty() && listing->rejected.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no files to pack in ", source));
+  }
+  if (o.on_error == OnError::kFail && !listing->rejected.empty()) {
+    return FailedOn(listing->rejected.front());
+  }
+
+  const std::string tmp = absl::StrCat(dst, ".tmp-", ::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec)) {
+    return absl::ErrnoToStatus(
+        ec.value(), absl::StrCat("cannot create ", tmp, ": ", ec.message()));
+  }
+  TempDirGuard guard(tmp);
+  const int threads = ResolveThreads(o.threads);
+
+  absl::StatusOr<ScanResult> scan = ScanAll(*listing, o, threads);
+  if (!scan.ok()) return scan.status();
+  if (scan->good.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nothing to pack: all ", scan->skipped.size(),
+                     " files in ", source, " were skipped"));
+  }
+  absl::StatusOr<std::vector<ShardInfo>> shards =
+      WriteShards(tmp, *listing, *scan, o, threads);
+  if (!shards.ok()) return shards.status();
+
+  PackReport report;
+  report.skipped = std::move(scan->skipped);
+  Manifest& m = report.manifest;
+  m.name = o.name.empty() ? fs::path(dst).filename().string() : o.name;
+  m.num_samples = scan->good.size();
+  m.fields = {{"image", FieldKind::kBytes, "image/jpeg"},
+              {"label", FieldKind::kInt64, ""}};
+  m.classes = listing->classes;
+  m.shards = *std::move(shards);
+  m.created = NowUtc();
+  m.source = fs::absolute(source, ec).string();
+  if (absl::Status s = WriteManifest(tmp, m); !s.ok()) return s;
+
+  // Replace DST (checked again: it may have appeared during the pack).
+  if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
+  if (absl::Status s = Publish(tmp, dst); !s.ok()) return s;
+  guard.Keep();
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return report;
+}
+
+}  // namespace stoker::dataset

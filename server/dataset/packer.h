@@ -1,0 +1,78 @@
+// Pack: turns a folder of small files (ImageFolder layout, or a list file of
+// `path,label` lines; see source_list.h) into a packed dataset: LMDB shards
+// plus a manifest (see manifest.h and record.h for the format).
+//
+// It runs in two passes. "scan" reads and checks every source file on a
+// thread pool, remembering only its size and hash. Ids are then assigned to
+// the good files in listing order, so the result does not depend on thread
+// timing, and split into shards of contiguous ids. "write" fills the shards
+// in parallel, one LMDB environment per shard, appending in key order; each
+// file is read again and must not have changed since the scan.
+//
+// Everything is written into the sibling folder DST.tmp-<pid>, which is
+// renamed to DST only once the shards and manifest are on disk, so an
+// interrupted pack never leaves a dataset that looks complete; on an error
+// the temporary folder is removed.
+//
+// Thread-safe: concurrent Packs to different destinations are independent.
+#ifndef STOKER_SERVER_DATASET_PACKER_H_
+#define STOKER_SERVER_DATASET_PACKER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/dataset/manifest.h"
+#include "server/dataset/parallel.h"
+#include "server/dataset/source_list.h"
+
+namespace stoker::dataset {
+
+// What to do with a source file that is unreadable, empty, or fails the
+// validate check: leave it out and report it, or stop the pack.
+enum class OnError { kSkip, kFail };
+
+// With shards = 0, one shard per this many bytes of source files.
+inline constexpr uint64_t kAutoShardBytes = uint64_t{256} << 20;
+
+struct PackOptions {
+  std::string src;        // ImageFolder root; empty when list_file is set.
+  std::string list_file;  // `path,label` lines; empty when src is set.
+  std::string dst;        // Must not exist unless `force`.
+  std::string name;       // The dataset's name; empty: DST's base name.
+  // Number of shards; 0: one per kAutoShardBytes, at least 1. Never more
+  // than the number of samples.
+  int shards = 0;
+  int threads = 0;  // 0: one per core.
+  OnError on_error = OnError::kSkip;
+  // Replace an existing dataset at DST. A DST that is not a dataset (no
+  // manifest.json) is never replaced.
+  bool force = false;
+  // Checks one source file's bytes; empty accepts every non-empty file.
+  // Called from several threads at once.
+  std::function<absl::Status(std::string_view bytes)> validate;
+  // Called with the progress of each pass, from the packing threads, one
+  // call at a time. May be empty.
+  std::function<void(const PackProgress&)> progress;
+};
+
+struct PackReport {
+  Manifest manifest;
+  // Entries that cannot be samples, then bad files in listing order.
+  std::vector<SkippedFile> skipped;
+  double seconds = 0;
+};
+
+// Packs `o.src` or `o.list_file` into `o.dst`. Errors: InvalidArgument for
+// bad options, a malformed list file, a bad source file with kFail (naming
+// its path), or nothing left to pack; AlreadyExists if DST exists without
+// `force`; file-system errors naming the path.
+absl::StatusOr<PackReport> Pack(const PackOptions& o);
+
+}  // namespace stoker::dataset
+
+#endif  // STOKER_SERVER_DATASET_PACKER_H_

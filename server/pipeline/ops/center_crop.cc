@@ -1,0 +1,60 @@
+// center_crop {size: n | [h, w]}: keeps the centre h x w of the image, with
+// torchvision's rounding; a crop larger than the image is padded with
+// zeros, as torchvision's CenterCrop pads.
+
+#include <cmath>
+#include <memory>
+
+#include "server/pipeline/op.h"
+
+namespace stoker::pipeline {
+namespace {
+
+// Offset of a crop of `crop` pixels centred in `size` pixels.
+int CenterOffset(int size, int crop) {
+  // torchvision pads (crop - size) // 2 before, then crops at 0.
+  if (crop > size) return -((crop - size) / 2);
+  // int(round((size - crop) / 2.0)), rounding half to even.
+  return static_cast<int>(std::nearbyint((size - crop) / 2.0));
+}
+
+class CenterCropOp final : public Op {
+ public:
+  CenterCropOp(int height, int width) : height_(height), width_(width) {}
+
+  OpStage stage() const override { return OpStage::kGeometry; }
+  SizeEffect size_effect() const override {
+    return {SizeEffect::kFixes, height_, width_};
+  }
+
+  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
+    View& view = state.view;
+    CropView(CenterOffset(view.out_height, height_),
+             CenterOffset(view.out_width, width_), height_, width_, &view);
+    return absl::OkStatus();
+  }
+
+ private:
+  const int height_, width_;
+};
+
+OpDef MakeCenterCropDef() {
+  OpDef def;
+  def.name = "center_crop";
+  def.doc = "Crops the centre of the image: n gives n x n, or [h, w].";
+  def.args = {{"size", ArgType::kIntOrPair, true, std::nullopt,
+               "Crop side, or [height, width]."}};
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
+    absl::StatusOr<std::vector<int>> size =
+        ParseSizeArg("center_crop", "size", args);
+    if (!size.ok()) return size.status();
+    return std::make_unique<CenterCropOp>(size->front(), size->back());
+  };
+  return def;
+}
+
+}  // namespace
+
+STOKER_REGISTER_OP(MakeCenterCropDef);
+
+}  // namespace stoker::pipeline

@@ -1,0 +1,91 @@
+// normalize {mean, std, dtype: float32}: sets the image's output dtype and,
+// for float outputs, torchvision's normalization (x / 255 - mean) / std.
+// Without mean and std a float output is x / 255 (ToTensor); uint8 output
+// passes the pixels through and takes no mean or std.
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "server/pipeline/op.h"
+
+namespace stoker::pipeline {
+namespace {
+
+class NormalizeOp final : public Op {
+ public:
+  explicit NormalizeOp(const OutputFormat& format) : format_(format) {}
+
+  OpStage stage() const override { return OpStage::kFormat; }
+
+  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
+    state.format.dtype = format_.dtype;
+    state.format.mean = format_.mean;
+    state.format.std = format_.std;
+    return absl::OkStatus();
+  }
+
+ private:
+  const OutputFormat format_;  // The layout field is not used.
+};
+
+absl::Status Invalid(absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("op 'normalize': ", why));
+}
+
+absl::StatusOr<std::unique_ptr<Op>> MakeNormalize(const OpArgs& args) {
+  OutputFormat format;
+  const std::string& dtype = *FindArg<std::string>(args, "dtype");
+  if (dtype == "float32") {
+    format.dtype = DType::kFloat32;
+  } else if (dtype == "float16") {
+    format.dtype = DType::kFloat16;
+  } else if (dtype == "uint8") {
+    format.dtype = DType::kUint8;
+  } else {
+    return Invalid(absl::StrCat(
+        "argument 'dtype' must be float32, float16 or uint8, not '", dtype,
+        "'"));
+  }
+  const auto* mean = FindArg<std::vector<double>>(args, "mean");
+  const auto* std = FindArg<std::vector<double>>(args, "std");
+  if ((mean == nullptr) != (std == nullptr)) {
+    return Invalid("arguments 'mean' and 'std' go together");
+  }
+  if (mean != nullptr) {
+    if (mean->size() != 3 || std->size() != 3) {
+      return Invalid("arguments 'mean' and 'std' need 3 values each (RGB)");
+    }
+    for (int c = 0; c < 3; ++c) {
+      format.mean[c] = (*mean)[c];
+      format.std[c] = (*std)[c];
+    }
+  }
+  if (absl::Status s = PixelConverter::Check(format); !s.ok()) {
+    return Invalid(s.message());
+  }
+  return std::make_unique<NormalizeOp>(format);
+}
+
+OpDef MakeNormalizeDef() {
+  OpDef def;
+  def.name = "normalize";
+  def.doc =
+      "Sets the image dtype; float outputs are (x / 255 - mean) / std per "
+      "channel, as torchvision's ToTensor and Normalize.";
+  def.args = {
+      {"mean", ArgType::kFloatList, false, std::nullopt,
+       "Per-channel mean (R, G, B) on the 0-1 scale."},
+      {"std", ArgType::kFloatList, false, std::nullopt,
+       "Per-channel standard deviation (R, G, B), positive."},
+      {"dtype", ArgType::kString, false, ArgValue(std::string("float32")),
+       "float32, float16 or uint8 (pixels unchanged)."},
+  };
+  def.factory = MakeNormalize;
+  return def;
+}
+
+}  // namespace
+
+STOKER_REGISTER_OP(MakeNormalizeDef);
+
+}  // namespace stoker::pipeline

@@ -1,0 +1,67 @@
+// resize {size: n | [h, w]}: sets the output size. With one number the
+// shorter side becomes n and the longer keeps the aspect ratio, as in
+// torchvision's Resize(n); with [h, w] the output is exactly h x w.
+
+#include <memory>
+#include <utility>
+
+#include "server/pipeline/op.h"
+
+namespace stoker::pipeline {
+namespace {
+
+class ResizeOp final : public Op {
+ public:
+  explicit ResizeOp(std::vector<int> size) : size_(std::move(size)) {}
+
+  OpStage stage() const override { return OpStage::kGeometry; }
+
+  SizeEffect size_effect() const override {
+    if (size_.size() == 1) return {SizeEffect::kVaries};
+    return {SizeEffect::kFixes, size_[0], size_[1]};
+  }
+
+  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
+    View& view = state.view;
+    if (size_.size() == 2) {
+      view.out_height = size_[0];
+      view.out_width = size_[1];
+      return absl::OkStatus();
+    }
+    // torchvision: long = int(size * long / short), truncating.
+    const bool wide = view.out_width > view.out_height;
+    const int shorter = wide ? view.out_height : view.out_width;
+    const int longer = wide ? view.out_width : view.out_height;
+    const int new_longer = static_cast<int>(
+        static_cast<double>(static_cast<int64_t>(size_[0]) * longer) / shorter);
+    view.out_width = wide ? new_longer : size_[0];
+    view.out_height = wide ? size_[0] : new_longer;
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::vector<int> size_;  // [shorter side] or [height, width].
+};
+
+OpDef MakeResizeDef() {
+  OpDef def;
+  def.name = "resize";
+  def.doc =
+      "Resizes the image: n sets the shorter side to n keeping the aspect "
+      "ratio; [h, w] sets the size exactly.";
+  def.args = {{"size", ArgType::kIntOrPair, true, std::nullopt,
+               "Shorter side, or [height, width]."}};
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
+    absl::StatusOr<std::vector<int>> size =
+        ParseSizeArg("resize", "size", args);
+    if (!size.ok()) return size.status();
+    return std::make_unique<ResizeOp>(*std::move(size));
+  };
+  return def;
+}
+
+}  // namespace
+
+STOKER_REGISTER_OP(MakeResizeDef);
+
+}  // namespace stoker::pipeline

@@ -1,0 +1,129 @@
+// Pipeline: a named, checked list of ops from the config; BoundPipeline: a
+// pipeline applied to one dataset's record schema, which turns a record's
+// fields into a sample's output tensors.
+//
+// Per sample, Run hands the decode and geometry ops the sample's plan and
+// generator, then renders the image once (image_plan.h) straight into the
+// caller's buffer, and copies each int64 field (a label) after it. Format
+// ops (normalize, layout) do not depend on the sample; Create resolves them
+// once.
+//
+// Example config and outputs:
+//   train: [decode_jpeg, {random_resized_crop: {size: 224}}, random_flip,
+//           {normalize: {mean: [...], std: [...]}}, {layout: chw}]
+//   schema (image: bytes, label: int64) -> outputs
+//   image float32 [3, 224, 224], label int64 [].
+//
+// Thread-safety: Pipeline and BoundPipeline are immutable after creation;
+// Bind and Run may be called from many threads at once.
+#ifndef STOKER_SERVER_PIPELINE_PIPELINE_H_
+#define STOKER_SERVER_PIPELINE_PIPELINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "server/pipeline/image_plan.h"
+#include "server/pipeline/jpeg_decoder.h"
+#include "server/pipeline/op.h"
+#include "server/pipeline/pixel_convert.h"
+#include "server/pipeline/registry.h"
+#include "server/pipeline/sample_rng.h"
+#include "server/pipeline/tensor.h"
+
+namespace stoker::pipeline {
+
+// One op as the config loader read it: arguments type-checked against the
+// registry, defaults not yet filled. line is the YAML line, 0 if unknown.
+struct OpConfig {
+  std::string name;
+  OpArgs args;
+  int line = 0;
+};
+
+// One field of a dataset's records, in record order. Non-int64 fields are
+// bytes. An int64 field holds 8 bytes, little-endian.
+struct InputField {
+  std::string name;
+  bool is_int64 = false;
+};
+
+class BoundPipeline {
+ public:
+  // Per sample: "image", then each int64 field of the schema in order
+  // (shape {}).
+  const std::vector<TensorSpec>& outputs() const { return outputs_; }
+
+  // Turns one record's `fields` (in schema order) into the outputs: output
+  // i goes to dst[i], which has outputs()[i].bytes() bytes and is aligned
+  // for its dtype. Adds stage times to *times when not null.
+  // DataLoss for an undecodable image or an int64 field of the wrong size;
+  // InvalidArgument for a wrong number of fields or buffers.
+  absl::Status Run(absl::Span<const std::string_view> fields, SampleRng& rng,
+                   absl::Span<uint8_t* const> dst, StageTimes* times) const;
+
+ private:
+  friend class Pipeline;
+  using OpList = std::vector<std::unique_ptr<Op>>;
+
+  BoundPipeline(std::shared_ptr<const OpList> ops, size_t sample_ops,
+                const OutputFormat& format, size_t num_fields,
+                size_t image_field, std::vector<size_t> int64_fields,
+                std::vector<TensorSpec> outputs);
+
+  // Shared with the Pipeline, so that a bound pipeline stays valid when
+  // the config that made it is reloaded and the Pipeline destroyed.
+  const std::shared_ptr<const OpList> ops_;
+  const size_t sample_ops_;  // ops_[0, sample_ops_) run per sample.
+  const PixelConverter converter_;
+  const size_t num_fields_;
+  const size_t image_field_;
+  const std::vector<size_t> int64_fields_;
+  const std::vector<TensorSpec> outputs_;
+};
+
+class Pipeline {
+ public:
+  // Builds the ops named in `ops` from OpRegistry::Global(). InvalidArgument
+  // naming the pipeline, the op, its index and its line (when > 0) for an
+  // unknown op, bad arguments, an op out of order (decode_jpeg first, then
+  // geometry ops, then normalize/layout), or an output size that is not
+  // fixed (the geometry ops must end with random_resized_crop, center_crop
+  // or resize [h, w]).
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
+      std::string name, const std::vector<OpConfig>& ops);
+
+  const std::string& name() const { return name_; }
+  std::vector<std::string> op_names() const { return op_names_; }
+
+  // The image output's format and size.
+  const OutputFormat& format() const { return format_; }
+  int out_height() const { return out_height_; }
+  int out_width() const { return out_width_; }
+
+  // Applies the pipeline to records of `schema`; the image is the bytes
+  // field named "image". InvalidArgument when there is none.
+  absl::StatusOr<std::unique_ptr<BoundPipeline>> Bind(
+      absl::Span<const InputField> schema) const;
+
+ private:
+  Pipeline(std::string name, std::vector<std::string> op_names,
+           std::shared_ptr<const BoundPipeline::OpList> ops, size_t sample_ops,
+           const OutputFormat& format, int out_height, int out_width);
+
+  const std::string name_;
+  const std::vector<std::string> op_names_;
+  const std::shared_ptr<const BoundPipeline::OpList> ops_;
+  const size_t sample_ops_;
+  const OutputFormat format_;
+  const int out_height_, out_width_;
+};
+
+}  // namespace stoker::pipeline
+
+#endif  // STOKER_SERVER_PIPELINE_PIPELINE_H_

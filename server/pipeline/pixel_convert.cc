@@ -1,0 +1,135 @@
+#include "server/pipeline/pixel_convert.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker::pipeline {
+namespace {
+
+// Maps a channel's byte to its output value through per-channel tables.
+template <typename T>
+struct TableMap {
+  const T* table[3];
+  T operator()(int c, uint8_t v) const { return table[c][v]; }
+};
+
+// Keeps bytes as they are, for uint8 output.
+struct CopyMap {
+  uint8_t operator()(int, uint8_t v) const { return v; }
+};
+
+// Writes the image in HWC (pixels consecutive) or CHW (channel c at
+// dst + c * plane). The layout is a template argument so that the inner
+// loop carries no branch on it.
+template <bool kChw, typename T, typename Map>
+void ConvertImage(const uint8_t* src, size_t stride, int width, int height,
+                  bool flip, const Map& map, T* dst) {
+  const size_t plane = static_cast<size_t>(width) * height;
+  for (int y = 0; y < height; ++y) {
+    const uint8_t* row = src + y * stride;
+    T* out = dst + static_cast<size_t>(y) * width * (kChw ? 1 : 3);
+    for (int x = 0; x < width; ++x) {
+      const uint8_t* px =
+          row + 3 * static_cast<size_t>(flip ? width - 1 - x : x);
+      for (int c = 0; c < 3; ++c) {
+        if (kChw) {
+          out[c * plane + x] = map(c, px[c]);
+        } else {
+          out[3 * static_cast<size_t>(x) + c] = map(c, px[c]);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, typename Map>
+void ConvertImage(const uint8_t* src, size_t stride, int width, int height,
+                  bool flip, Layout layout, const Map& map, T* dst) {
+  if (layout == Layout::kChw) {
+    ConvertImage<true>(src, stride, width, height, flip, map, dst);
+  } else {
+    ConvertImage<false>(src, stride, width, height, flip, map, dst);
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> ImageShape(const OutputFormat& format, int height,
+                                int width) {
+  if (format.layout == Layout::kChw) return {3, height, width};
+  return {height, width, 3};
+}
+
+absl::Status PixelConverter::Check(const OutputFormat& format) {
+  if (format.dtype != DType::kUint8 && format.dtype != DType::kFloat16 &&
+      format.dtype != DType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image dtype must be uint8, float16 or float32, not ",
+                     std::string(DTypeName(format.dtype))));
+  }
+  for (int c = 0; c < 3; ++c) {
+    if (!std::isfinite(format.mean[c])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mean[", c, "] is not finite"));
+    }
+    if (!std::isfinite(format.std[c]) || format.std[c] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "std[", c, "] must be positive and finite, not ", format.std[c]));
+    }
+    if (format.dtype == DType::kUint8 &&
+        (format.mean[c] != 0.0 || format.std[c] != 1.0)) {
+      return absl::InvalidArgumentError(
+          "dtype uint8 passes pixels through and takes no mean or std");
+    }
+  }
+  return absl::OkStatus();
+}
+
+PixelConverter::PixelConverter(const OutputFormat& format) : format_(format) {
+  for (int c = 0; c < 3; ++c) {
+    for (int x = 0; x < 256; ++x) {
+      const double v = (x / 255.0 - format.mean[c]) / format.std[c];
+      lut32_[c][x] = static_cast<float>(v);
+      lut16_[c][x] = FloatToHalf(static_cast<float>(v));
+    }
+  }
+}
+
+bool PixelConverter::is_passthrough() const {
+  return format_.dtype == DType::kUint8 && format_.layout == Layout::kHwc;
+}
+
+void PixelConverter::Convert(const uint8_t* src, size_t stride, int width,
+                             int height, bool flip, uint8_t* dst) const {
+  if (is_passthrough() && !flip) {
+    const size_t row_bytes = 3 * static_cast<size_t>(width);
+    for (int y = 0; y < height; ++y) {
+      std::memcpy(dst + y * row_bytes, src + y * stride, row_bytes);
+    }
+    return;
+  }
+  switch (format_.dtype) {
+    case DType::kFloat32: {
+      const TableMap<float> map{
+          {lut32_[0].data(), lut32_[1].data(), lut32_[2].data()}};
+      ConvertImage(src, stride, width, height, flip, format_.layout, map,
+                   reinterpret_cast<float*>(dst));
+      break;
+    }
+    case DType::kFloat16: {
+      const TableMap<uint16_t> map{
+          {lut16_[0].data(), lut16_[1].data(), lut16_[2].data()}};
+      ConvertImage(src, stride, width, height, flip, format_.layout, map,
+                   reinterpret_cast<uint16_t*>(dst));
+      break;
+    }
+    default:
+      ConvertImage(src, stride, width, height, flip, format_.layout, CopyMap{},
+                   dst);
+      break;
+  }
+}
+
+}  // namespace stoker::pipeline

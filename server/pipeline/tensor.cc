@@ -1,0 +1,75 @@
+#include "server/pipeline/tensor.h"
+
+#include <cstring>
+
+namespace stoker::pipeline {
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kUint8:
+      return 1;
+    case DType::kFloat16:
+      return 2;
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+std::string_view DTypeName(DType t) {
+  switch (t) {
+    case DType::kUint8:
+      return "uint8";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+size_t TensorSpec::bytes() const {
+  size_t elements = 1;
+  for (int64_t d : shape) elements *= static_cast<size_t>(d);
+  return elements * DTypeSize(dtype);
+}
+
+uint16_t FloatToHalf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t exponent = (bits >> 23) & 0xffu;
+  uint32_t mantissa = bits & 0x7fffffu;
+
+  if (exponent == 0xff) {  // Infinity or NaN; NaN keeps a quiet bit.
+    return sign | 0x7c00u | (mantissa != 0 ? 0x200u : 0u);
+  }
+  // Unbiased exponent re-biased for half (bias 15 instead of 127).
+  const int half_exponent = static_cast<int>(exponent) - 127 + 15;
+  if (half_exponent >= 0x1f) return sign | 0x7c00u;  // Overflow.
+  if (half_exponent <= 0) {
+    // Subnormal half or zero: shift the mantissa (with its implicit one)
+    // right, rounding to nearest even on the bits shifted out.
+    if (half_exponent < -10) return sign;
+    mantissa |= 0x800000u;
+    const int shift = 14 - half_exponent;
+    const uint32_t half_mantissa = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    uint32_t result = half_mantissa;
+    if (rest > halfway || (rest == halfway && (half_mantissa & 1u))) ++result;
+    return sign | static_cast<uint16_t>(result);
+  }
+  uint32_t result =
+      (static_cast<uint32_t>(half_exponent) << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1fffu;
+  // A carry out of the mantissa correctly bumps the exponent, up to infinity.
+  if (rest > 0x1000u || (rest == 0x1000u && (result & 1u))) ++result;
+  return sign | static_cast<uint16_t>(result);
+}
+
+}  // namespace stoker::pipeline

@@ -1,0 +1,117 @@
+#include "server/pipeline/worker_pool.h"
+
+#include <chrono>
+
+namespace stoker::pipeline {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(int num_threads)
+    : num_threads_(num_threads > 0
+                       ? num_threads
+                       : std::max(1u, std::thread::hardware_concurrency())) {}
+
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_) return;
+  started_ = true;
+  for (int i = 0; i < num_threads_; ++i) {
+    threads_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+void WorkerPool::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    work_cv_.SignalAll();
+  }
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+WorkerPool::GroupId WorkerPool::AddGroup(double weight) {
+  absl::MutexLock lock(&mu_);
+  const GroupId id = next_group_++;
+  Group& g = groups_[id];
+  g.weight = weight > 0 ? weight : 1.0;
+  g.pass = min_pass_;
+  return id;
+}
+
+void WorkerPool::SetWeight(GroupId group, double weight) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group);
+  if (it != groups_.end()) it->second.weight = weight > 0 ? weight : 1.0;
+}
+
+void WorkerPool::RemoveGroup(GroupId group) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return;
+  if (it->second.tasks.empty()) {
+    groups_.erase(it);
+  } else {
+    it->second.removed = true;
+  }
+}
+
+void WorkerPool::Submit(GroupId group, Task task) {
+  absl::MutexLock lock(&mu_);
+  Group& g = groups_.at(group);
+  if (g.tasks.empty()) g.pass = std::max(g.pass, min_pass_);
+  g.tasks.push_back(std::move(task));
+  ++queued_;
+  work_cv_.Signal();
+}
+
+bool WorkerPool::NextTask(Task* task) {
+  absl::MutexLock lock(&mu_);
+  while (queued_ == 0) {
+    if (stopping_) return false;
+    work_cv_.Wait(&mu_);
+  }
+  auto best = groups_.end();
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    if (it->second.tasks.empty()) continue;
+    if (best == groups_.end() || it->second.pass < best->second.pass) best = it;
+  }
+  Group& g = best->second;
+  *task = std::move(g.tasks.front());
+  g.tasks.pop_front();
+  --queued_;
+  min_pass_ = g.pass;
+  g.pass += 1.0 / g.weight;
+  if (g.removed && g.tasks.empty()) groups_.erase(best);
+  return true;
+}
+
+void WorkerPool::WorkerLoop() {
+  Task task;
+  while (NextTask(&task)) {
+    const int64_t start = NowNs();
+    task();
+    task = nullptr;
+    const int64_t spent = NowNs() - start;
+    absl::MutexLock lock(&mu_);
+    busy_ns_ += spent;
+    ++tasks_run_;
+  }
+}
+
+WorkerPool::Stats WorkerPool::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  return Stats{num_threads_, busy_ns_, tasks_run_, queued_};
+}
+
+}  // namespace stoker::pipeline

@@ -1,0 +1,77 @@
+// StokerServer: the composition root of stokerd. Owns the worker pool, the
+// catalog of datasets and pipelines, the stream service and the gRPC server,
+// and wires them together. Nothing else sees all of them.
+//
+// Lifecycle: Create() loads everything the config names (and fails with the
+// dataset or pipeline at fault); Start() binds the listeners; Stop() ends
+// every stream with UNAVAILABLE (clients resume at their position), shuts the
+// gRPC server down and drains the pool. Stop() is idempotent and the
+// destructor calls it.
+//
+// Thread-safe.
+#ifndef STOKER_SERVER_SERVER_LIB_H_
+#define STOKER_SERVER_SERVER_LIB_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/config/options.h"
+#include "server/pipeline/worker_pool.h"
+#include "server/service/catalog.h"
+#include "server/service/stream_service.h"
+#include "server/transport/grpc/grpc_service.h"
+
+namespace stoker {
+
+class StokerServer {
+ public:
+  // gRPC tears its library down when its last user goes, which can block
+  // for seconds on an idle poller. A daemon or a test that starts servers
+  // calls this once to keep the library up until the process exits.
+  static void KeepGrpcAlive();
+
+  static absl::StatusOr<std::unique_ptr<StokerServer>> Create(
+      config::ServerOptions options);
+  ~StokerServer();
+
+  absl::Status Start();
+  void Stop();
+
+  // Loads a new catalog from `options` (datasets and pipelines only; the
+  // listeners and the pool keep their settings). On error the old catalog
+  // stays in force. Running streams keep the catalog they opened with.
+  absl::Status Reload(const config::ServerOptions& options);
+
+  // The gRPC target of the unix socket ("unix:/path"), or empty.
+  std::string unix_target() const;
+  // The bound TCP port (the real one when the config asked for port 0), or 0.
+  int tcp_port() const;
+
+  service::StreamService* stream_service() { return service_.get(); }
+
+ private:
+  explicit StokerServer(config::ServerOptions options);
+
+  const config::ServerOptions options_;
+  std::unique_ptr<pipeline::WorkerPool> pool_;
+  std::unique_ptr<service::StreamService> service_;
+  std::unique_ptr<transport::GrpcService> grpc_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int tcp_port_ = 0;
+
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Builds the catalog the config names: opens each dataset, creates each
+// pipeline. Errors name the dataset or pipeline and its config line.
+absl::StatusOr<std::shared_ptr<const service::Catalog>> BuildCatalog(
+    const config::ServerOptions& options);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SERVER_LIB_H_

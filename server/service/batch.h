@@ -1,0 +1,101 @@
+// Batch layout and the buffers batches are assembled in.
+//
+// A batch is one contiguous buffer holding each output tensor back to back,
+// each at a 64-byte aligned offset, sample after sample: tensor t of sample i
+// lives at offset(t) + i * sample_bytes(t). Workers write every sample
+// straight to its place, so the buffer a transport hands over (a gRPC slice,
+// a shared-memory slot) is the one the pipeline wrote: no collate copy.
+//
+// A batch with fewer samples than the batch size (the end of an epoch, or
+// samples skipped as corrupt) is compacted in place so that its tensors are
+// contiguous again, with offsets recomputed for the samples it holds.
+#ifndef STOKER_SERVER_SERVICE_BATCH_H_
+#define STOKER_SERVER_SERVICE_BATCH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "server/pipeline/tensor.h"
+
+namespace stoker::service {
+
+// Where each tensor of a batch of `batch_size` samples lives. Immutable.
+class BatchLayout {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  BatchLayout(std::vector<pipeline::TensorSpec> per_sample, uint32_t batch_size);
+
+  const std::vector<pipeline::TensorSpec>& per_sample() const { return specs_; }
+  uint32_t batch_size() const { return batch_size_; }
+  // Byte offset of tensor t for a batch of n samples.
+  size_t Offset(size_t t, uint32_t n) const;
+  size_t SampleBytes(size_t t) const { return specs_[t].bytes(); }
+  // Bytes a batch of n samples occupies; Bytes(batch_size()) is the buffer size.
+  size_t Bytes(uint32_t n) const;
+  // Pointer to tensor t of sample i in a full-size buffer.
+  uint8_t* SamplePtr(uint8_t* base, size_t t, uint32_t i) const {
+    return base + Offset(t, batch_size_) + i * SampleBytes(t);
+  }
+
+ private:
+  const std::vector<pipeline::TensorSpec> specs_;
+  const uint32_t batch_size_;
+};
+
+// A buffer owned by a transport that a batch is assembled into. The stream
+// borrows it while the batch is built and hands it back in a ReadyBatch.
+class BatchBuffer {
+ public:
+  virtual ~BatchBuffer() = default;
+  virtual uint8_t* data() = 0;
+  virtual size_t capacity() const = 0;
+};
+
+// A plain heap buffer, aligned for SIMD stores.
+class HeapBatchBuffer : public BatchBuffer {
+ public:
+  explicit HeapBatchBuffer(size_t bytes);
+  uint8_t* data() override { return data_.get(); }
+  size_t capacity() const override { return bytes_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t bytes_;
+};
+
+// One tensor of a finished batch: its spec with the batch dimension first.
+struct BatchTensor {
+  pipeline::TensorSpec spec;
+  size_t offset = 0;
+  size_t length = 0;
+};
+
+// A finished batch, ready for its transport.
+struct ReadyBatch {
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  std::vector<uint64_t> sample_ids;
+  std::vector<uint64_t> skipped_ids;
+  std::vector<BatchTensor> tensors;
+  size_t bytes = 0;  // Payload bytes, from the start of the buffer.
+  std::unique_ptr<BatchBuffer> buffer;
+};
+
+// Moves the kept samples of a full-size batch to the front of each tensor and
+// the tensors next to each other, as BatchLayout places a batch of
+// kept.size() samples. `kept` lists the sample positions to keep, ascending.
+void CompactBatch(const BatchLayout& layout, uint8_t* base,
+                  const std::vector<uint32_t>& kept);
+
+// The tensors of a batch of n samples laid out by `layout`.
+std::vector<BatchTensor> DescribeBatch(const BatchLayout& layout, uint32_t n);
+
+}  // namespace stoker::service
+
+#endif  // STOKER_SERVER_SERVICE_BATCH_H_

@@ -1,0 +1,55 @@
+#include "server/service/catalog.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace stoker::service {
+namespace {
+
+template <typename Map>
+std::string Names(const Map& map) {
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : map) names.push_back(name);
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+Catalog::Catalog(
+    std::map<std::string, std::unique_ptr<dataset::Dataset>> datasets,
+    std::map<std::string, std::unique_ptr<pipeline::Pipeline>> pipelines)
+    : datasets_(std::move(datasets)), pipelines_(std::move(pipelines)) {}
+
+absl::StatusOr<const dataset::Dataset*> Catalog::FindDataset(
+    const std::string& name) const {
+  auto it = datasets_.find(name);
+  if (it == datasets_.end()) {
+    return absl::NotFoundError(absl::StrCat("dataset '", name,
+                                            "' is not served; served: ",
+                                            Names(datasets_)));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<const pipeline::Pipeline*> Catalog::FindPipeline(
+    const std::string& name) const {
+  auto it = pipelines_.find(name);
+  if (it == pipelines_.end()) {
+    return absl::NotFoundError(absl::StrCat("pipeline '", name,
+                                            "' is not configured; known: ",
+                                            Names(pipelines_)));
+  }
+  return it->second.get();
+}
+
+std::vector<pipeline::InputField> InputSchema(const dataset::Manifest& m) {
+  std::vector<pipeline::InputField> schema;
+  for (const dataset::FieldSpec& f : m.fields) {
+    schema.push_back(
+        pipeline::InputField{f.name, f.kind == dataset::FieldKind::kInt64});
+  }
+  return schema;
+}
+
+}  // namespace stoker::service

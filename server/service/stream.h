@@ -1,0 +1,163 @@
+// Stream: builds the batches of one client stream, in order, on the shared
+// worker pool. It knows nothing of any transport.
+//
+// The transport owns the batch buffers and the flow control: it hands the
+// stream an empty buffer with Fill() whenever it may have one more batch in
+// flight, and takes finished batches, strictly in (epoch, step) order, with
+// TakeReady(). Each sample of a batch is one pool task that reads its record,
+// runs the pipeline with a generator seeded by (seed, epoch, sample id), and
+// writes its outputs straight to its place in the buffer. So a batch depends
+// only on the request and its position, never on worker count or timing.
+//
+// A sample that cannot be read or decoded is left out of its batch and
+// listed in the batch's skipped ids (OnCorrupt::kSkip), or ends the stream
+// with its DataLoss status after the batches before it (OnCorrupt::kFail).
+//
+// Thread-safe. The ready callback runs on a worker thread whenever a batch
+// finishes or the stream fails; it must not block. After Cancel() returns,
+// the callback never runs again. Tasks hold a shared_ptr to the stream, so it
+// lives until the last of them has run.
+#ifndef STOKER_SERVER_SERVICE_STREAM_H_
+#define STOKER_SERVER_SERVICE_STREAM_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "server/dataset/dataset.h"
+#include "server/dataset/sampler.h"
+#include "server/pipeline/pipeline.h"
+#include "server/pipeline/worker_pool.h"
+#include "server/service/batch.h"
+#include "server/service/catalog.h"
+
+namespace stoker::service {
+
+enum class OnCorrupt { kSkip, kFail };
+
+// What a client asked for, as plain values.
+struct StreamSpec {
+  std::string dataset;
+  std::string pipeline;
+  uint32_t batch_size = 0;
+  uint64_t seed = 0;
+  uint64_t epochs = 1;  // 0: endless.
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  std::string job_id;
+  bool drop_last = false;
+  uint32_t prefetch = 0;  // 0: the daemon's default.
+  uint64_t start_epoch = 0;
+  uint64_t start_step = 0;
+  double weight = 1.0;
+};
+
+// Cumulative counters of a stream. Stage times are summed over samples.
+struct StreamStats {
+  int64_t samples = 0;
+  int64_t batches = 0;
+  int64_t skipped = 0;
+  int64_t bytes = 0;
+  int64_t read_ns = 0;
+  int64_t decode_ns = 0;
+  int64_t augment_ns = 0;
+  int64_t collate_ns = 0;
+};
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  struct Options {
+    StreamSpec spec;
+    // Keeps the dataset and pipeline alive for the stream's life.
+    std::shared_ptr<const Catalog> catalog;
+    const dataset::Dataset* dataset = nullptr;  // Owned by catalog.
+    std::unique_ptr<pipeline::BoundPipeline> pipeline;
+    std::optional<dataset::Sampler> sampler;  // Required.
+    pipeline::WorkerPool* pool = nullptr;  // Outlives every stream.
+    pipeline::WorkerPool::GroupId group = 0;
+    OnCorrupt on_corrupt = OnCorrupt::kSkip;
+  };
+
+  explicit Stream(Options options);
+  ~Stream();
+
+  const StreamSpec& spec() const { return spec_; }
+  const BatchLayout& layout() const { return layout_; }
+  uint64_t steps_per_epoch() const { return steps_per_epoch_; }
+  uint64_t samples_per_epoch() const { return samples_per_epoch_; }
+  uint64_t num_samples() const { return dataset_->num_samples(); }
+
+  void SetReadyCallback(std::function<void()> callback);
+
+  // Starts the next batch in `buffer` (capacity >= layout().Bytes(batch
+  // size)). Returns false, dropping the buffer, when no batch is left to
+  // start or the stream has failed or been cancelled.
+  bool Fill(std::unique_ptr<BatchBuffer> buffer);
+
+  // True while Fill() would start a batch.
+  bool HasMore();
+
+  // The next batch in order, once it is finished.
+  std::optional<ReadyBatch> TakeReady();
+
+  // True when every batch was taken, or the stream failed (see status()).
+  bool Done();
+  absl::Status status();
+
+  // Ends the stream with `status` (e.g. Unavailable at shutdown): no batch
+  // starts or is handed out after it, and Done() is true. Runs the callback.
+  void Fail(absl::Status status);
+
+  // Drops all pending work. Idempotent.
+  void Cancel();
+
+  StreamStats stats() const;
+
+ private:
+  struct Building;
+
+  void RunSample(Building* batch, uint32_t index);
+  void FinishSample(Building* batch);
+  void NotifyReady();
+  bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const StreamSpec spec_;
+  const std::shared_ptr<const Catalog> catalog_;
+  const dataset::Dataset* const dataset_;
+  const std::unique_ptr<pipeline::BoundPipeline> pipeline_;
+  const BatchLayout layout_;
+  pipeline::WorkerPool* const pool_;
+  const pipeline::WorkerPool::GroupId group_;
+  const OnCorrupt on_corrupt_;
+  const uint64_t steps_per_epoch_;
+  const uint64_t samples_per_epoch_;
+
+  std::atomic<bool> cancelled_{false};
+
+  // Guards the callback; held shared while it runs, exclusively to clear it.
+  absl::Mutex callback_mu_;
+  std::function<void()> callback_ ABSL_GUARDED_BY(callback_mu_);
+
+  mutable absl::Mutex mu_;
+  dataset::Sampler sampler_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_step_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t deliver_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::unique_ptr<Building>> building_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  StreamStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stoker::service
+
+#endif  // STOKER_SERVER_SERVICE_STREAM_H_

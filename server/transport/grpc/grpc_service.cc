@@ -1,0 +1,46 @@
+#include "server/transport/grpc/grpc_service.h"
+
+#include "server/transport/grpc/convert.h"
+#include "server/transport/grpc/stream_reactor.h"
+
+namespace stoker::transport {
+
+grpc::ServerUnaryReactor* GrpcService::ListDatasets(
+    grpc::CallbackServerContext* context, const v1::ListDatasetsRequest*,
+    v1::ListDatasetsResponse* response) {
+  for (const auto& [name, ds] : service_->catalog()->datasets()) {
+    const dataset::Manifest& m = ds->manifest();
+    v1::DatasetInfo* info = response->add_datasets();
+    info->set_name(name);
+    info->set_num_samples(m.num_samples);
+    info->set_num_shards(static_cast<uint32_t>(m.shards.size()));
+    uint64_t bytes = 0;
+    for (const dataset::ShardInfo& s : m.shards) bytes += s.bytes;
+    info->set_bytes(bytes);
+    for (const std::string& c : m.classes) info->add_classes(c);
+    for (const dataset::FieldSpec& f : m.fields) info->add_fields(f.name);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcService::ListPipelines(
+    grpc::CallbackServerContext* context, const v1::ListPipelinesRequest*,
+    v1::ListPipelinesResponse* response) {
+  for (const auto& [name, p] : service_->catalog()->pipelines()) {
+    v1::PipelineInfo* info = response->add_pipelines();
+    info->set_name(name);
+    for (const std::string& op : p->op_names()) info->add_ops(op);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+GrpcService::Stream(grpc::CallbackServerContext*) {
+  return new StreamReactor(service_);
+}
+
+}  // namespace stoker::transport

@@ -1,0 +1,42 @@
+// GrpcService: the stoker.v1.Stoker service over gRPC's callback API. A thin
+// adapter: each handler converts and forwards to service::StreamService.
+// Thread-safe.
+#ifndef STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_
+#define STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "server/service/stream_service.h"
+#include "stoker/v1/stoker.grpc.pb.h"
+
+namespace stoker::transport {
+
+// Stream is registered raw (ByteBuffer) so batches go out without a copy;
+// its messages are still stoker.v1.StreamRequest / StreamResponse.
+using StokerBase = v1::Stoker::WithCallbackMethod_ListDatasets<
+    v1::Stoker::WithCallbackMethod_ListPipelines<
+        v1::Stoker::WithRawCallbackMethod_Stream<v1::Stoker::Service>>>;
+
+class GrpcService final : public StokerBase {
+ public:
+  // `service` must outlive the gRPC server this is registered with.
+  explicit GrpcService(service::StreamService* service) : service_(service) {}
+
+  grpc::ServerUnaryReactor* ListDatasets(
+      grpc::CallbackServerContext* context,
+      const v1::ListDatasetsRequest* request,
+      v1::ListDatasetsResponse* response) override;
+  grpc::ServerUnaryReactor* ListPipelines(
+      grpc::CallbackServerContext* context,
+      const v1::ListPipelinesRequest* request,
+      v1::ListPipelinesResponse* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  service::StreamService* const service_;
+};
+
+}  // namespace stoker::transport
+
+#endif  // STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_

@@ -1,0 +1,280 @@
+// Valid configs: what the loader produces from them.
+
+#include "server/config/config_loader.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/pipeline/pipeline.h"
+#include "server/pipeline/registry.h"
+#include "tests/config/config_test_util.h"
+
+namespace stoker::config {
+namespace {
+
+using pipeline::ArgValue;
+using ::stoker::config::testing::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class ConfigLoaderTest : public ::testing::Test {
+ protected:
+  // Loads `yaml` as if from a file in dir_, with $DIR replaced by dir_.
+  absl::StatusOr<ServerOptions> Load(absl::string_view yaml) {
+    const std::string text =
+        absl::StrReplaceAll(yaml, {{"$DIR", dir_.path().string()}});
+    return LoadConfigString(text, (dir_.path() / "stoker.yaml").string());
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(ConfigLoaderTest, FullConfigRoundTripsIntoOptions) {
+  dir_.MakeDir("data/train");
+  dir_.MakeDir("data/val");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: $DIR/stoker.sock, tcp: 127.0.0.1:7411, unix_mode: "0640", unix_group: stoker}
+workers: 12
+memory_budget: 3GiB
+on_corrupt: fail
+limits: {max_batch_size: 1024, max_prefetch: 16, default_prefetch: 8, max_streams: 32, max_streams_per_peer: 8, max_batch_bytes: 256MiB}
+metrics: {listen: 127.0.0.1:9464}
+datasets:
+  train: {path: $DIR/data/train}
+  val: {path: $DIR/data/val}
+pipelines:
+  train:
+    - decode_jpeg: {}
+    - random_resized_crop: {size: 224, scale: [0.08, 1], ratio: [0.75, 1.25]}
+    - random_flip: {p: 0.25}
+    - normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], dtype: float16}
+    - layout: chw
+  val:
+    - decode_jpeg
+    - resize: {size: [256, 320]}
+    - center_crop: {size: 224}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const std::filesystem::path dir = dir_.path();
+  EXPECT_EQ(options->source, (dir / "stoker.yaml").string());
+  EXPECT_EQ(options->listen.unix_path, (dir / "stoker.sock").string());
+  EXPECT_EQ(options->listen.tcp, "127.0.0.1:7411");
+  EXPECT_EQ(options->listen.unix_mode, 0640u);
+  EXPECT_EQ(options->listen.unix_group, "stoker");
+  EXPECT_EQ(options->workers, 12);
+  EXPECT_EQ(options->memory_budget, 3ull << 30);
+  EXPECT_EQ(options->on_corrupt, OnCorrupt::kFail);
+  EXPECT_EQ(options->limits.max_batch_size, 1024u);
+  EXPECT_EQ(options->limits.max_prefetch, 16u);
+  EXPECT_EQ(options->limits.default_prefetch, 8u);
+  EXPECT_EQ(options->limits.max_streams, 32u);
+  EXPECT_EQ(options->limits.max_streams_per_peer, 8u);
+  EXPECT_EQ(options->limits.max_batch_bytes, 256ull << 20);
+  EXPECT_TRUE(options->metrics.enabled);
+  EXPECT_EQ(options->metrics.listen, "127.0.0.1:9464");
+
+  ASSERT_EQ(options->datasets.size(), 2u);
+  EXPECT_EQ(options->datasets[0].name, "train");
+  EXPECT_EQ(options->datasets[0].path, (dir / "data/train").string());
+  EXPECT_EQ(options->datasets[0].line, 9);
+  EXPECT_EQ(options->datasets[1].name, "val");
+  EXPECT_EQ(options->datasets[1].path, (dir / "data/val").string());
+  EXPECT_EQ(options->datasets[1].line, 10);
+
+  ASSERT_EQ(options->pipelines.size(), 2u);
+  const PipelineOptions& train = options->pipelines[0];
+  EXPECT_EQ(train.name, "train");
+  EXPECT_EQ(train.line, 12);
+  ASSERT_EQ(train.ops.size(), 5u);
+  EXPECT_EQ(train.ops[0].name, "decode_jpeg");
+  EXPECT_EQ(train.ops[0].line, 13);
+  EXPECT_EQ(train.ops[1].name, "random_resized_crop");
+  EXPECT_EQ(train.ops[1].line, 14);
+  EXPECT_EQ(train.ops[1].args.at("size"), ArgValue(std::vector<double>{224}));
+  EXPECT_EQ(train.ops[1].args.at("scale"),
+            ArgValue(std::vector<double>{0.08, 1}));
+  EXPECT_EQ(train.ops[1].args.at("ratio"),
+            ArgValue(std::vector<double>{0.75, 1.25}));
+  EXPECT_EQ(train.ops[2].name, "random_flip");
+  EXPECT_EQ(train.ops[2].args.at("p"), ArgValue(0.25));
+  EXPECT_EQ(train.ops[3].name, "normalize");
+  EXPECT_EQ(train.ops[3].args.at("mean"),
+            ArgValue(std::vector<double>{0.485, 0.456, 0.406}));
+  EXPECT_EQ(train.ops[3].args.at("std"),
+            ArgValue(std::vector<double>{0.229, 0.224, 0.225}));
+  EXPECT_EQ(train.ops[3].args.at("dtype"), ArgValue(std::string("float16")));
+  EXPECT_EQ(train.ops[4].name, "layout");
+  EXPECT_EQ(train.ops[4].line, 17);
+  const pipeline::OpDef* layout = pipeline::OpRegistry::Global().Find("layout");
+  ASSERT_NE(layout, nullptr);
+  EXPECT_EQ(train.ops[4].args.at(layout->scalar_arg),
+            ArgValue(std::string("chw")));
+
+  const PipelineOptions& val = options->pipelines[1];
+  EXPECT_EQ(val.name, "val");
+  EXPECT_EQ(val.line, 18);
+  ASSERT_EQ(val.ops.size(), 3u);
+  EXPECT_EQ(val.ops[0].name, "decode_jpeg");
+  EXPECT_EQ(val.ops[1].args.at("size"),
+            ArgValue(std::vector<double>{256, 320}));
+  EXPECT_EQ(val.ops[2].args.at("size"), ArgValue(std::vector<double>{224}));
+}
+
+TEST_F(ConfigLoaderTest, MinimalConfigGetsTheDefaults) {
+  dir_.MakeDir("train");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {tcp: "[::1]:0"}
+datasets: {train: {path: train}}
+pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const ServerOptions defaults;
+  EXPECT_EQ(options->listen.tcp, "[::1]:0");
+  EXPECT_EQ(options->listen.unix_path, "");
+  EXPECT_EQ(options->listen.unix_mode, 0660u);
+  EXPECT_EQ(options->workers, 0);
+  EXPECT_EQ(options->memory_budget, 2ull << 30);
+  EXPECT_EQ(options->on_corrupt, OnCorrupt::kSkip);
+  EXPECT_EQ(options->limits.max_batch_size, defaults.limits.max_batch_size);
+  EXPECT_EQ(options->limits.max_batch_bytes, defaults.limits.max_batch_bytes);
+  EXPECT_FALSE(options->metrics.enabled);
+}
+
+TEST_F(ConfigLoaderTest, RelativeDatasetPathResolvesAgainstConfigDirectory) {
+  dir_.MakeDir("conf/shards/train");
+  const std::filesystem::path file = dir_.WriteFile("conf/stoker.yaml", R"(
+listen: {unix: run/stoker.sock}
+datasets:
+  train: {path: ./shards/../shards/train}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  // The working directory must not matter.
+  const std::filesystem::path old_cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.MakeDir("elsewhere"));
+  const absl::StatusOr<ServerOptions> options = LoadConfigFile(file.string());
+  std::filesystem::current_path(old_cwd);
+
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_EQ(options->datasets.size(), 1u);
+  EXPECT_EQ(options->datasets[0].path,
+            (dir_.path() / "conf/shards/train").string());
+  EXPECT_EQ(options->listen.unix_path,
+            (dir_.path() / "conf/run/stoker.sock").string());
+  EXPECT_EQ(options->source, file.string());
+}
+
+TEST_F(ConfigLoaderTest, RelativeConfigPathResolvesAgainstWorkingDirectory) {
+  dir_.MakeDir("data");
+  dir_.WriteFile("stoker.yaml",
+                 "listen: {unix: s.sock}\ndatasets: {d: {path: data}}\n"
+                 "pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}\n");
+  const std::filesystem::path old_cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.path());
+  const absl::StatusOr<ServerOptions> options = LoadConfigFile("stoker.yaml");
+  std::filesystem::current_path(old_cwd);
+
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->source, "stoker.yaml");
+  EXPECT_EQ(options->datasets[0].path, (dir_.path() / "data").string());
+}
+
+TEST_F(ConfigLoaderTest, OptionalOpArgumentsLeftOutAreNotFilledIn) {
+  // Pipeline::Create fills defaults; the options hold what the file says.
+  dir_.MakeDir("d");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: d}}
+pipelines:
+  p:
+    - decode_jpeg
+    - random_resized_crop: {size: 128}
+    - random_flip:
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const auto& ops = options->pipelines[0].ops;
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_TRUE(ops[0].args.empty());
+  EXPECT_EQ(ops[1].args.size(), 1u);
+  EXPECT_EQ(ops[1].args.at("size"), ArgValue(std::vector<double>{128}));
+  EXPECT_TRUE(ops[2].args.empty());
+}
+
+TEST_F(ConfigLoaderTest, IntegersAreAcceptedWhereNumbersAreExpected) {
+  dir_.MakeDir("d");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: d}}
+pipelines:
+  p:
+    - decode_jpeg
+    - center_crop: {size: 8}
+    - random_flip: {p: 1}
+    - normalize: {mean: [0, 1, 2], std: [1, 1, 1]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const auto& ops = options->pipelines[0].ops;
+  EXPECT_EQ(ops[2].args.at("p"), ArgValue(1.0));
+  EXPECT_EQ(ops[3].args.at("mean"), ArgValue(std::vector<double>{0, 1, 2}));
+}
+
+TEST_F(ConfigLoaderTest, MetricsOffLeavesMetricsDisabled) {
+  dir_.MakeDir("d");
+  for (const char* off : {"off", "false", "no"}) {
+    const absl::StatusOr<ServerOptions> options = Load(absl::StrCat(
+        "listen: {unix: s.sock}\ndatasets: {d: {path: d}}\n",
+        "pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}\nmetrics: ", off,
+        "\n"));
+    ASSERT_TRUE(options.ok()) << off << ": " << options.status();
+    EXPECT_FALSE(options->metrics.enabled) << off;
+    EXPECT_EQ(options->metrics.listen, "") << off;
+  }
+}
+
+TEST_F(ConfigLoaderTest, UnixModeIsOctalWhetherQuotedOrNot) {
+  dir_.MakeDir("d");
+  for (const char* mode : {"\"0600\"", "0600", "600"}) {
+    const absl::StatusOr<ServerOptions> options =
+        Load(absl::StrCat("listen: {unix: s.sock, unix_mode: ", mode,
+                          "}\ndatasets: {d: {path: d}}\npipelines: {p: "
+                          "[decode_jpeg, center_crop: {size: 8}]}\n"));
+    ASSERT_TRUE(options.ok()) << mode << ": " << options.status();
+    EXPECT_EQ(options->listen.unix_mode, 0600u) << mode;
+  }
+}
+
+TEST_F(ConfigLoaderTest, WorkersAutoMeansZero) {
+  dir_.MakeDir("d");
+  const absl::StatusOr<ServerOptions> options = Load(
+      "listen: {unix: s.sock}\nworkers: auto\ndatasets: {d: {path: d}}\n"
+      "pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}\n");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->workers, 0);
+}
+
+TEST(LoadConfigFileTest, MissingFileIsNotFoundAndNamesThePath) {
+  const absl::StatusOr<ServerOptions> options =
+      LoadConfigFile("/nonexistent/stoker.yaml");
+  ASSERT_FALSE(options.ok());
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(options.status().message(),
+              HasSubstr("'/nonexistent/stoker.yaml'"));
+}
+
+TEST(LoadConfigFileTest, DirectoryIsNotAConfigFile) {
+  TempDir dir;
+  const absl::StatusOr<ServerOptions> options =
+      LoadConfigFile(dir.path().string());
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr(dir.path().string()));
+}
+
+}  // namespace
+}  // namespace stoker::config

@@ -1,0 +1,156 @@
+#include "server/dataset/dataset.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/dataset_fixture.h"
+
+namespace stoker::dataset {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class DatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> dir =
+        testing::MakeTestDataset(tmp_.path(), 12, 3, 2, 7);
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *dir;
+  }
+
+  std::unique_ptr<Dataset> OpenOrDie() {
+    absl::StatusOr<std::unique_ptr<Dataset>> ds = Dataset::Open("test", dir_);
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return ds.ok() ? *std::move(ds) : nullptr;
+  }
+
+  // Reads record `id` and returns its status.
+  static absl::Status Touch(const Dataset& ds, uint64_t id) {
+    return ds.Read(id, [](const RecordView&) { return absl::OkStatus(); });
+  }
+
+  testing::ScopedTempDir tmp_;
+  std::string dir_;
+};
+
+TEST_F(DatasetTest, ReadsEveryRecordWithItsImageAndLabel) {
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  EXPECT_EQ(ds->num_samples(), 12u);
+  EXPECT_EQ(ds->name(), "test");
+  EXPECT_EQ(ds->FieldIndex("image"), 0);
+  EXPECT_EQ(ds->FieldIndex("label"), 1);
+  EXPECT_EQ(ds->FieldIndex("caption"), -1);
+  std::map<int64_t, int> per_label;
+  int64_t last_label = 0;
+  for (uint64_t id = 0; id < ds->num_samples(); ++id) {
+    ASSERT_TRUE(ds->Read(id, [&](const RecordView& r) {
+                    EXPECT_EQ(r.fields[0].substr(0, 2), "\xff\xd8");
+                    const int64_t label = DecodeInt64(r.fields[1]);
+                    EXPECT_GE(label, last_label);  // ImageFolder order.
+                    last_label = label;
+                    ++per_label[label];
+                    return absl::OkStatus();
+                  }).ok());
+  }
+  EXPECT_EQ(per_label, (std::map<int64_t, int>{{0, 4}, {1, 4}, {2, 4}}));
+}
+
+TEST_F(DatasetTest, ReturnsNotFoundForAnIdOutOfRange) {
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  EXPECT_EQ(Touch(*ds, 12).ToString(),
+            "NOT_FOUND: dataset 'test': sample id 12 out of range [0, 12)");
+}
+
+TEST_F(DatasetTest, ReturnsTheCallbacksStatus) {
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  EXPECT_EQ(
+      ds->Read(0,
+               [](const RecordView&) { return absl::CancelledError("stop"); })
+          .ToString(),
+      "CANCELLED: stop");
+}
+
+TEST_F(DatasetTest, ReturnsDataLossNamingShardAndKeyAfterAByteFlipOnDisk) {
+  ASSERT_TRUE(testing::CorruptRecordOnDisk(dir_, 8).ok());
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  EXPECT_EQ(Touch(*ds, 8).ToString(),
+            "DATA_LOSS: dataset 'test': shard shard-00001.lmdb, key 8: "
+            "checksum mismatch");
+  for (uint64_t id = 0; id < 12; ++id) {
+    if (id != 8) {
+      EXPECT_TRUE(Touch(*ds, id).ok()) << "id " << id;
+    }
+  }
+}
+
+TEST_F(DatasetTest, ServesConcurrentReaders) {
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      for (int round = 0; round < 20; ++round) {
+        for (uint64_t id = 0; id < 12; ++id) {
+          EXPECT_TRUE(Touch(*ds, id).ok());
+        }
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+}
+
+TEST_F(DatasetTest, LeavesNoLockFilesAndChangesNothing) {
+  const auto before = fs::last_write_time(dir_ + "/shard-00000.lmdb");
+  {
+    std::unique_ptr<Dataset> ds = OpenOrDie();
+    ASSERT_NE(ds, nullptr);
+    ASSERT_TRUE(Touch(*ds, 0).ok());
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_THAT(names, ::testing::ElementsAre("manifest.json", "shard-00000.lmdb",
+                                            "shard-00001.lmdb"));
+  EXPECT_EQ(fs::last_write_time(dir_ + "/shard-00000.lmdb"), before);
+}
+
+TEST_F(DatasetTest, OpenReturnsNotFoundForAFolderWithoutManifest) {
+  const absl::Status s = Dataset::Open("x", tmp_.path() + "/nothing").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("dataset 'x': manifest "));
+}
+
+TEST_F(DatasetTest, OpenReturnsDataLossForATruncatedShard) {
+  const std::string shard = dir_ + "/shard-00001.lmdb";
+  const uintmax_t size = fs::file_size(shard);
+  fs::resize_file(shard, size - 4096);
+  const absl::Status s = Dataset::Open("test", dir_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("shard-00001.lmdb has ", size - 4096,
+                                     " bytes, the manifest says ", size)));
+}
+
+TEST_F(DatasetTest, OpenReturnsDataLossForAMissingShard) {
+  fs::remove(dir_ + "/shard-00000.lmdb");
+  const absl::Status s = Dataset::Open("test", dir_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("shard-00000.lmdb: No such file"));
+}
+
+}  // namespace
+}  // namespace stoker::dataset

@@ -1,0 +1,115 @@
+"""Fixtures for tests that drive the built binaries as a user would.
+
+They find the binaries in $STOKER_BUILD_DIR (default: build/), make images
+with bench/make_images.py in a temp dir, pack them with `stoker pack`, and run
+`stokerd` on a unix socket in the temp dir. Every process a test starts is
+stopped by PID when the test ends.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("STOKER_BUILD_DIR", ROOT / "build"))
+STOKER = BUILD / "client" / "cli" / "stoker"
+STOKERD = BUILD / "server" / "stokerd"
+
+TRAIN_PIPELINE = """\
+  train:
+    - decode_jpeg: {}
+    - random_resized_crop: {size: 32}
+    - random_flip: {}
+    - normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], dtype: float32}
+    - layout: chw
+"""
+
+
+def run(args, check=True, **kwargs):
+    return subprocess.run([str(a) for a in args], capture_output=True,
+                          text=True, check=check, timeout=300, **kwargs)
+
+
+def make_images(out, count, classes=3, seed=0):
+    run([sys.executable, ROOT / "bench" / "make_images.py", out, "--count",
+         count, "--classes", classes, "--seed", seed, "--min-size", 40,
+         "--max-size", 96])
+    return out
+
+
+@pytest.fixture(scope="session")
+def images(tmp_path_factory):
+    return make_images(tmp_path_factory.mktemp("images") / "src", 30)
+
+
+@pytest.fixture(scope="session")
+def dataset(images, tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "train"
+    run([STOKER, "pack", images, out, "--shards", 3])
+    return out
+
+
+def write_config(path, dataset_dir, socket, extra=""):
+    path.write_text(
+        f"listen: {{unix: {socket}}}\n"
+        "workers: 2\n"
+        "memory_budget: 256MiB\n"
+        "datasets:\n"
+        f"  train: {{path: {dataset_dir}}}\n"
+        "pipelines:\n" + TRAIN_PIPELINE + extra)
+    return path
+
+
+class Daemon:
+    """A stokerd subprocess on a unix socket; stopped by PID."""
+
+    def __init__(self, config, socket):
+        self.config = config
+        self.socket = Path(socket)
+        self.proc = None
+
+    def start(self):
+        if self.socket.exists():
+            self.socket.unlink()
+        self.proc = subprocess.Popen([str(STOKERD), "--config", str(self.config)],
+                                     stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not self.socket.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError("stokerd exited: " + self.proc.stderr.read())
+            if time.monotonic() > deadline:
+                raise RuntimeError("stokerd did not start listening")
+            time.sleep(0.02)
+        return self
+
+    @property
+    def address(self):
+        return f"unix:{self.socket}"
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=30):
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def daemon(dataset, tmp_path):
+    socket = tmp_path / "stoker.sock"
+    d = Daemon(write_config(tmp_path / "stoker.yaml", dataset, socket), socket)
+    d.start()
+    yield d
+    d.stop()

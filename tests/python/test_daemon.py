@@ -1,0 +1,139 @@
+"""The daemon and the CLI end to end, as separate processes."""
+import json
+import signal
+import subprocess
+import time
+from collections import Counter
+
+from conftest import STOKER, STOKERD, Daemon, run, write_config
+
+
+def stream(daemon, *args, check=True):
+    out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
+               "train", "--pipeline", "train", "--json", "--quiet", *args],
+              check=check)
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout else out
+
+
+def read_ids(path):
+    return [int(line) for line in path.read_text().split()]
+
+
+def test_one_epoch_delivers_every_sample_once(daemon, tmp_path):
+    ids = tmp_path / "ids.txt"
+    result = stream(daemon, "--batch-size", 4, "--indices-out", ids)
+    assert result["samples"] == 30
+    assert result["batches"] == 8
+    assert result["skipped_samples"] == 0
+    assert result["samples_per_second"] > 0
+    assert len(result["content_digest"]) == 16
+    assert sorted(read_ids(ids)) == list(range(30))
+
+
+def test_same_request_same_digest_other_seed_other_digest(daemon):
+    a = stream(daemon, "--batch-size", 5, "--seed", 3)
+    b = stream(daemon, "--batch-size", 5, "--seed", 3)
+    c = stream(daemon, "--batch-size", 5, "--seed", 4)
+    assert a["content_digest"] == b["content_digest"]
+    assert a["content_digest"] != c["content_digest"]
+
+
+def test_three_ranks_cover_an_epoch_exactly_once(daemon, tmp_path):
+    seen = []
+    for rank in range(3):
+        ids = tmp_path / f"ids{rank}.txt"
+        stream(daemon, "--batch-size", 4, "--rank", rank, "--world-size", 3,
+               "--job-id", "j", "--indices-out", ids)
+        seen += read_ids(ids)
+    assert sorted(seen) == list(range(30))
+
+
+def test_resume_from_printed_position_matches_one_run(daemon, tmp_path):
+    whole = stream(daemon, "--batch-size", 4, "--epochs", 2,
+                   "--indices-out", tmp_path / "whole.txt")
+    head = stream(daemon, "--batch-size", 4, "--epochs", 2, "--max-batches", 11,
+                  "--indices-out", tmp_path / "head.txt")
+    pos = head["next_position"]
+    assert pos == {"epoch": 1, "step": 3}
+    stream(daemon, "--batch-size", 4, "--epochs", 2, "--start-epoch",
+           pos["epoch"], "--start-step", pos["step"],
+           "--indices-out", tmp_path / "tail.txt")
+    joined = read_ids(tmp_path / "head.txt") + read_ids(tmp_path / "tail.txt")
+    assert joined == read_ids(tmp_path / "whole.txt")
+    assert whole["samples"] == 60
+
+
+def test_sigterm_stops_the_daemon_cleanly(daemon):
+    client = subprocess.Popen(
+        [str(STOKER), "stream", "--address", daemon.address, "--dataset",
+         "train", "--pipeline", "train", "--batch-size", "2", "--epochs", "0",
+         "--step-ms", "5", "--quiet"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE)
+    try:
+        time.sleep(0.5)
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(timeout=20) == 0
+        assert not daemon.socket.exists()
+        log = daemon.proc.stderr.read()
+        assert "event=stopping" in log and "event=stopped" in log
+    finally:
+        client.kill()
+        client.wait()
+
+
+def test_client_resumes_exactly_after_kill_9_and_restart(daemon, tmp_path):
+    ids = tmp_path / "ids.txt"
+    client = subprocess.Popen(
+        [str(STOKER), "stream", "--address", daemon.address, "--dataset",
+         "train", "--pipeline", "train", "--batch-size", "3", "--epochs", "4",
+         "--step-ms", "20", "--json", "--quiet", "--indices-out", str(ids)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.4)
+        assert client.poll() is None, "the stream ended before the kill"
+        daemon.proc.kill()
+        daemon.wait()
+        time.sleep(0.3)
+        daemon.start()
+        out, err = client.communicate(timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["reconnects"] >= 1
+    delivered = read_ids(ids)
+    assert len(delivered) == 120
+    for epoch in range(4):
+        assert sorted(delivered[epoch * 30:(epoch + 1) * 30]) == list(range(30))
+
+
+def test_bad_request_gets_a_clear_status(daemon):
+    out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
+               "nope", "--pipeline", "train", "--batch-size", 4], check=False)
+    assert out.returncode == 1
+    assert "NOT_FOUND" in out.stderr and "'nope'" in out.stderr
+    out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
+               "train", "--pipeline", "train", "--batch-size", 0], check=False)
+    assert "INVALID_ARGUMENT" in out.stderr and "max_batch_size" in out.stderr
+
+
+def test_check_config_names_the_line_of_a_mistake(dataset, tmp_path):
+    config = write_config(tmp_path / "stoker.yaml", dataset,
+                          tmp_path / "s.sock")
+    assert run([STOKERD, "--config", config, "--check-config"]).returncode == 0
+    text = config.read_text().replace("random_flip", "random_flop")
+    config.write_text(text)
+    out = run([STOKERD, "--config", config, "--check-config"], check=False)
+    assert out.returncode == 1
+    line = text.splitlines().index("    - random_flop: {}") + 1
+    assert f"stoker.yaml:{line}:" in out.stderr
+    assert "random_flop" in out.stderr
+
+
+def test_daemon_refuses_a_missing_dataset_directory(tmp_path):
+    config = write_config(tmp_path / "stoker.yaml", tmp_path / "missing",
+                          tmp_path / "s.sock")
+    out = run([STOKERD, "--config", config], check=False)
+    assert out.returncode == 1
+    assert "stoker.yaml:5:" in out.stderr and "missing" in out.stderr

@@ -1,0 +1,48 @@
+#!/bin/bash
+# Runs every test of Stoker: installs what is missing (apt-get), builds, runs
+# the C++ tests (ctest) and the Python tests (pytest), then builds again with
+# AddressSanitizer + UndefinedBehaviorSanitizer and reruns the C++ tests.
+#
+# usage: tests/run.sh [--no-sanitizers]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SANITIZERS=1
+[ "${1:-}" = "--no-sanitizers" ] && SANITIZERS=0
+JOBS=$(nproc)
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "dependencies"
+.ci/install-deps
+
+step "build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$JOBS"
+
+step "C++ tests"
+ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
+
+step "Python tests"
+export STOKER_BUILD_DIR="$PWD/build"
+set +e
+/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
+rc=$?
+set -e
+# pytest exits 5 when it collects no test: that is a failure of this script's
+# setup, not a pass.
+if [ $rc -ne 0 ]; then
+  [ $rc -eq 5 ] && echo "pytest collected no tests" >&2
+  exit $rc
+fi
+
+if [ $SANITIZERS -eq 1 ]; then
+  step "build with ASan + UBSan"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DSTOKER_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$JOBS"
+  step "C++ tests under ASan + UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+fi
+echo "all tests passed"
