@@ -109,6 +109,12 @@ StokerServer::StokerServer(config::ServerOptions options)
 
 absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
     config::ServerOptions options) {
+  if (options.metrics.enabled) {
+    return absl::UnimplementedError(absl::StrCat(
+        options.source,
+        ": metrics: this version of stokerd has no Prometheus endpoint yet; "
+        "remove the metrics key or set `metrics: off`"));
+  }
   auto catalog = BuildCatalog(options);
   if (!catalog.ok()) return catalog.status();
   std::unique_ptr<StokerServer> server(new StokerServer(std::move(options)));

@@ -62,11 +62,14 @@ const std::vector<KeyDoc>& Keys() {
        "Streams open at once across all clients."},
       {"limits.max_streams_per_peer", "integer >= 1", "",
        "Streams one client process may hold at once; at most "
-       "`limits.max_streams`."},
+       "`limits.max_streams`. Checked, not yet enforced: today only "
+       "`limits.max_streams` bounds streams."},
       {"limits.max_batch_bytes", "size", "",
        "Largest batch, in bytes, a request may ask for."},
       {"metrics", "`off` or map", "off",
-       "The Prometheus endpoint; `metrics: {listen: ...}` turns it on."},
+       "The Prometheus endpoint; `metrics: {listen: ...}` turns it on. "
+       "Not served by this version yet: stokerd refuses to start with it "
+       "on rather than pretend."},
       {"metrics.listen", "HOST:PORT", "required",
        "Address of the HTTP endpoint that serves `/metrics`, e.g. "
        "`127.0.0.1:9464`."},

@@ -7,6 +7,7 @@ stopped by PID when the test ends.
 """
 import os
 import signal
+import socket as socketlib
 import subprocess
 import sys
 import time
@@ -73,18 +74,25 @@ class Daemon:
         self.proc = None
 
     def start(self):
-        if self.socket.exists():
-            self.socket.unlink()
+        # A socket file left by a killed daemon stays: stokerd must clear it.
         self.proc = subprocess.Popen([str(STOKERD), "--config", str(self.config)],
                                      stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
-        while not self.socket.exists():
+        while not self._accepting():
             if self.proc.poll() is not None:
                 raise RuntimeError("stokerd exited: " + self.proc.stderr.read())
             if time.monotonic() > deadline:
                 raise RuntimeError("stokerd did not start listening")
             time.sleep(0.02)
         return self
+
+    def _accepting(self):
+        with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as s:
+            try:
+                s.connect(str(self.socket))
+                return True
+            except OSError:
+                return False
 
     @property
     def address(self):

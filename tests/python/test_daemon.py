@@ -8,9 +8,9 @@ from collections import Counter
 from conftest import STOKER, STOKERD, Daemon, run, write_config
 
 
-def stream(daemon, *args, check=True):
+def stream(daemon, *args, pipeline="train", check=True):
     out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
-               "train", "--pipeline", "train", "--json", "--quiet", *args],
+               "train", "--pipeline", pipeline, "--json", "--quiet", *args],
               check=check)
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout else out
 
@@ -137,3 +137,44 @@ def test_daemon_refuses_a_missing_dataset_directory(tmp_path):
     out = run([STOKERD, "--config", config], check=False)
     assert out.returncode == 1
     assert "stoker.yaml:5:" in out.stderr and "missing" in out.stderr
+
+
+def test_sighup_reloads_and_a_bad_config_keeps_the_old_one(daemon):
+    config = daemon.config
+    good = config.read_text()
+    config.write_text(good + """\
+  small:
+    - decode_jpeg: {}
+    - center_crop: {size: 16}
+""")
+    daemon.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while True:
+        out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
+                   "train", "--pipeline", "small", "--batch-size", 5, "--json",
+                   "--quiet"], check=False)
+        if out.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["samples"] == 30
+
+    config.write_text(good + "  broken:\n    - decode_jpg: {}\n")
+    daemon.signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert daemon.proc.poll() is None
+    out = stream(daemon, "--batch-size", 5, pipeline="small")
+    assert out["samples"] == 30  # The last good config is still in force.
+    daemon.stop()
+    log = daemon.proc.stderr.read()
+    assert "event=reloaded" in log
+    assert "event=reload_refused" in log and "decode_jpg" in log
+
+
+def test_standard_health_service_answers_serving(daemon):
+    import grpc
+    with grpc.insecure_channel(daemon.address) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        # HealthCheckRequest{} is empty; HealthCheckResponse{status: SERVING}
+        # is field 1 = 1 on the wire.
+        assert check(b"", timeout=10) == b"\x08\x01"
