@@ -40,9 +40,12 @@ if [ $SANITIZERS -eq 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DSTOKER_SANITIZE=ON >/dev/null
   cmake --build build-asan -j"$JOBS"
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   step "C++ tests under ASan + UBSan"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+  step "end-to-end tests against the ASan + UBSan binaries"
+  STOKER_BUILD_DIR="$PWD/build-asan" /usr/bin/python3 -m pytest -q \
+    -p no:cacheprovider tests/python --deselect tests/python/test_install.py
 fi
 echo "all tests passed"

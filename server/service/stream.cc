@@ -1,5 +1,6 @@
 #include "server/service/stream.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/container/inlined_vector.h"
@@ -26,7 +27,6 @@ struct Stream::Building {
   std::unique_ptr<BatchBuffer> buffer;
   std::atomic<uint32_t> remaining{0};
   std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
-  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, collate_ns{0};
   bool done = false;                 // Guarded by the stream's mu_.
 };
 
@@ -41,6 +41,7 @@ Stream::Stream(Options options)
       on_corrupt_(options.on_corrupt),
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
+      counters_(std::move(options.counters)),
       sampler_(*std::move(options.sampler)),
       next_epoch_(spec_.start_epoch),
       next_step_(spec_.start_step) {}
@@ -110,11 +111,10 @@ void Stream::RunSample(Building* batch, uint32_t index) {
           status.code(), absl::StrCat("dataset '", spec_.dataset, "' sample ",
                                       id, ": ", status.message()));
     }
-    constexpr auto kRelaxed = std::memory_order_relaxed;
-    batch->read_ns.fetch_add(NowNs() - start - run_ns, kRelaxed);
-    batch->decode_ns.fetch_add(times.decode_ns, kRelaxed);
-    batch->augment_ns.fetch_add(times.augment_ns, kRelaxed);
-    batch->collate_ns.fetch_add(times.collate_ns, kRelaxed);
+    counters_->Observe(Stage::kRead, NowNs() - start - run_ns);
+    counters_->Observe(Stage::kDecode, times.decode_ns);
+    counters_->Observe(Stage::kAugment, times.augment_ns);
+    counters_->Observe(Stage::kCollate, times.collate_ns);
   }
   if (batch->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     FinishSample(batch);
@@ -178,10 +178,10 @@ std::optional<ReadyBatch> Stream::TakeReady() {
   stats_.batches += 1;
   stats_.skipped += static_cast<int64_t>(ready.skipped_ids.size());
   stats_.bytes += static_cast<int64_t>(ready.bytes);
-  stats_.read_ns += batch->read_ns.load();
-  stats_.decode_ns += batch->decode_ns.load();
-  stats_.augment_ns += batch->augment_ns.load();
-  stats_.collate_ns += batch->collate_ns.load();
+  counters_->samples += n;
+  counters_->batches += 1;
+  counters_->skipped += static_cast<int64_t>(ready.skipped_ids.size());
+  counters_->bytes += static_cast<int64_t>(ready.bytes);
   return ready;
 }
 
@@ -215,9 +215,45 @@ void Stream::Cancel() {
   callback_ = nullptr;
 }
 
+void Stream::RecordAck(double wait_seconds, double busy_seconds) {
+  wait_seconds = std::max(0.0, wait_seconds);
+  busy_seconds = std::max(0.0, busy_seconds);
+  counters_->acks += 1;
+  counters_->wait_ns += static_cast<int64_t>(wait_seconds * 1e9);
+  counters_->busy_ns += static_cast<int64_t>(busy_seconds * 1e9);
+  absl::MutexLock lock(&mu_);
+  stats_.acks += 1;
+  stats_.wait_seconds += wait_seconds;
+  stats_.busy_seconds += busy_seconds;
+}
+
+void Stream::RecordTransfer(int64_t nanoseconds) {
+  counters_->Observe(Stage::kTransfer, nanoseconds);
+}
+
 StreamStats Stream::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  StreamStats s = stats_;
+  for (const auto& [seq, batch] : building_) {
+    (batch->done ? s.queued : s.building) += 1;
+  }
+  return s;
+}
+
+const char* StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kRead:
+      return "read";
+    case Stage::kDecode:
+      return "decode";
+    case Stage::kAugment:
+      return "augment";
+    case Stage::kCollate:
+      return "collate";
+    case Stage::kTransfer:
+      return "transfer";
+  }
+  return "unknown";
 }
 
 }  // namespace stoker::service

@@ -38,6 +38,7 @@
 #include "server/pipeline/worker_pool.h"
 #include "server/service/batch.h"
 #include "server/service/catalog.h"
+#include "server/service/counters.h"
 
 namespace stoker::service {
 
@@ -58,18 +59,21 @@ struct StreamSpec {
   uint64_t start_epoch = 0;
   uint64_t start_step = 0;
   double weight = 1.0;
+  std::string transport = "grpc";  // For metrics and logs.
 };
 
-// Cumulative counters of a stream. Stage times are summed over samples.
+
+// What one stream did since it opened, and what it holds now.
 struct StreamStats {
-  int64_t samples = 0;
+  int64_t samples = 0;   // Delivered (handed to the transport).
   int64_t batches = 0;
-  int64_t skipped = 0;
+  int64_t skipped = 0;   // Samples left out as corrupt.
   int64_t bytes = 0;
-  int64_t read_ns = 0;
-  int64_t decode_ns = 0;
-  int64_t augment_ns = 0;
-  int64_t collate_ns = 0;
+  int64_t acks = 0;
+  double wait_seconds = 0;  // Consumer waited for batches (data stall).
+  double busy_seconds = 0;  // Consumer spent between its requests.
+  int queued = 0;           // Finished batches not yet taken.
+  int building = 0;         // Batches being built.
 };
 
 class Stream : public std::enable_shared_from_this<Stream> {
@@ -84,6 +88,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
     pipeline::WorkerPool* pool = nullptr;  // Outlives every stream.
     pipeline::WorkerPool::GroupId group = 0;
     OnCorrupt on_corrupt = OnCorrupt::kSkip;
+    // Shared with the other streams of the same labels and the metrics.
+    std::shared_ptr<StreamCounters> counters;
   };
 
   explicit Stream(Options options);
@@ -119,6 +125,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Drops all pending work. Idempotent.
   void Cancel();
 
+  // The consumer acknowledged a batch, having waited `wait_seconds` for it
+  // after `busy_seconds` of its own work.
+  void RecordAck(double wait_seconds, double busy_seconds);
+  // The transport took `nanoseconds` to hand a batch over.
+  void RecordTransfer(int64_t nanoseconds);
+
   StreamStats stats() const;
 
  private:
@@ -140,6 +152,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   const OnCorrupt on_corrupt_;
   const uint64_t steps_per_epoch_;
   const uint64_t samples_per_epoch_;
+
+  const std::shared_ptr<StreamCounters> counters_;
 
   std::atomic<bool> cancelled_{false};
 

@@ -137,6 +137,7 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
   options.sampler = *std::move(sampler);
   options.pool = pool_;
   options.on_corrupt = options_.on_corrupt;
+  options.counters = CountersFor(spec);
 
   absl::MutexLock lock(&admission_->mu);
   if (admission_->open_streams >= options_.max_streams) {
@@ -179,6 +180,57 @@ void StreamService::Shutdown() {
   for (auto& s : open) {
     s->Fail(absl::UnavailableError("stokerd is shutting down; reconnect"));
   }
+}
+
+std::vector<StreamSnapshot> StreamService::Snapshot() const {
+  std::vector<std::pair<uint64_t, std::shared_ptr<Stream>>> open;
+  {
+    absl::MutexLock lock(&admission_->mu);
+    for (const auto& [id, weak] : admission_->streams) {
+      if (auto s = weak.lock()) open.emplace_back(id, std::move(s));
+    }
+  }
+  std::vector<StreamSnapshot> out;
+  for (const auto& [id, stream] : open) {
+    StreamSnapshot snap;
+    snap.id = id;
+    snap.spec = stream->spec();
+    snap.steps_per_epoch = stream->steps_per_epoch();
+    snap.stats = stream->stats();
+    out.push_back(std::move(snap));
+  }
+  return out;
+}
+
+std::shared_ptr<StreamCounters> StreamService::CountersFor(
+    const StreamSpec& spec) {
+  CounterKey key{spec.dataset, spec.pipeline, spec.job_id, spec.transport};
+  absl::MutexLock lock(&mu_);
+  // Job ids come from clients: past a bound, new ones share one label set so
+  // that the metrics' cardinality stays bounded.
+  if (counters_.size() >= kMaxCounterKeys && counters_.count(key) == 0) {
+    key.job = "_other";
+  }
+  auto& slot = counters_[key];
+  if (slot == nullptr) slot = std::make_shared<StreamCounters>();
+  return slot;
+}
+
+std::vector<std::pair<CounterKey, std::shared_ptr<const StreamCounters>>>
+StreamService::Counters() const {
+  absl::MutexLock lock(&mu_);
+  return {counters_.begin(), counters_.end()};
+}
+
+void StreamService::RecordError(absl::StatusCode code) {
+  const size_t i = static_cast<size_t>(code);
+  absl::MutexLock lock(&mu_);
+  if (i < errors_.size()) ++errors_[i];
+}
+
+std::array<int64_t, 17> StreamService::Errors() const {
+  absl::MutexLock lock(&mu_);
+  return errors_;
 }
 
 StreamService::Stats StreamService::GetStats() const {

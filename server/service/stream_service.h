@@ -11,10 +11,12 @@
 #ifndef STOKER_SERVER_SERVICE_STREAM_SERVICE_H_
 #define STOKER_SERVER_SERVICE_STREAM_SERVICE_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -69,6 +71,14 @@ struct OpenedStream {
   uint32_t prefetch = 0;                 // Batches in flight allowed.
 };
 
+// What the metrics layer sees of one open stream.
+struct StreamSnapshot {
+  uint64_t id = 0;
+  StreamSpec spec;
+  uint64_t steps_per_epoch = 0;
+  StreamStats stats;
+};
+
 class StreamService {
  public:
   // `pool` must outlive the service and every stream it opens.
@@ -93,9 +103,21 @@ class StreamService {
     uint64_t memory_budget = 0;
   };
   Stats GetStats() const;
+  // Every open stream, in the order they opened.
+  std::vector<StreamSnapshot> Snapshot() const;
+  // The cumulative counters of every label set seen since start.
+  std::vector<std::pair<CounterKey, std::shared_ptr<const StreamCounters>>>
+  Counters() const;
+  // Counts a stream or request that ended with this status.
+  void RecordError(absl::StatusCode code);
+  // Errors by status code since start (index: absl::StatusCode).
+  std::array<int64_t, 17> Errors() const;
 
  private:
+  static constexpr size_t kMaxCounterKeys = 1024;
+
   absl::Status Validate(const StreamSpec& spec) const;
+  std::shared_ptr<StreamCounters> CountersFor(const StreamSpec& spec);
 
   // Constant after construction.
   pipeline::WorkerPool* const pool_;
@@ -104,6 +126,9 @@ class StreamService {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const Catalog> catalog_ ABSL_GUARDED_BY(mu_);
+  std::map<CounterKey, std::shared_ptr<StreamCounters>> counters_
+      ABSL_GUARDED_BY(mu_);
+  std::array<int64_t, 17> errors_ ABSL_GUARDED_BY(mu_){};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -45,6 +45,7 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   spec.start_epoch = open.start().epoch();
   spec.start_step = open.start().step();
   spec.weight = open.weight() > 0 ? open.weight() : 1.0;
+  spec.transport = "grpc";
   return spec;
 }
 

@@ -28,10 +28,14 @@ void StreamReactor::OnReadDone(bool ok) {
                               "after open, a stream accepts only acks"));
       return;
     }
+    std::shared_ptr<service::Stream> stream;
     {
       absl::MutexLock lock(&mu_);
       if (unacked_ > 0) --unacked_;
+      stream = stream_;
     }
+    stream->RecordAck(request.ack().wait_seconds(),
+                      request.ack().busy_seconds());
     Pump();
   }
   absl::MutexLock lock(&mu_);
@@ -113,7 +117,11 @@ void StreamReactor::Pump() {
           buffers_->WrapAsSlice(std::move(batch->buffer), batch->bytes)};
       out_ = grpc::ByteBuffer(slices, 2);
       writing_ = start_write = true;
-    } else if (stream_->Done()) {
+      batch_write_started_ = std::chrono::steady_clock::now();
+    } else if (stream_->Done() &&
+               (unacked_ == 0 || !stream_->status().ok())) {
+      // A stream ends once the client acknowledged every batch, so its
+      // last ack (and stall report) is never lost.
       finish = ToGrpcStatus(stream_->status());
     }
   }
@@ -134,6 +142,13 @@ void StreamReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     written.Swap(&out_);
+    if (batch_write_started_.has_value()) {
+      stream_->RecordTransfer(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() -
+                                  *batch_write_started_)
+                                  .count());
+      batch_write_started_.reset();
+    }
   }
   written.Clear();
   if (!ok) {
@@ -153,6 +168,9 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     finished_ = true;
+  }
+  if (!status.ok()) {
+    service_->RecordError(static_cast<absl::StatusCode>(status.error_code()));
   }
   Finish(status);
 }

@@ -16,7 +16,9 @@
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
 #define STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
 
+#include <chrono>
 #include <memory>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 
@@ -55,6 +57,9 @@ class StreamReactor
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);  // Valid until OnWriteDone.
+  // When the batch being written was handed to gRPC (unset for the header).
+  std::optional<std::chrono::steady_clock::time_point> batch_write_started_
+      ABSL_GUARDED_BY(mu_);
   // A header waiting to be written before the first batch.
   std::unique_ptr<grpc::ByteBuffer> pending_header_ ABSL_GUARDED_BY(mu_);
 };
