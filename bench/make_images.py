@@ -7,9 +7,10 @@ decodes like a photograph: about 100 KB at quality 90) and lives in one of
 N class folders. The same seed writes the same files.
 
 usage: make_images.py OUT_DIR [--count 2000] [--classes 10] [--seed 0]
-                      [--quality 90] [--min-size 300] [--max-size 640]
+                      [--quality 90] [--min-size 300] [--max-size 640] [--jobs N]
 """
 import argparse
+import multiprocessing
 import os
 import sys
 
@@ -50,6 +51,44 @@ def make_image(rng, min_size, max_size):
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
 
 
+_JOB = {}
+
+
+def _init_job(params):
+    _JOB.update(params)
+
+
+def _write_one(i):
+    # One generator per image, so the output does not depend on the job count.
+    rng = np.random.default_rng([_JOB["seed"], i])
+    path = os.path.join(_JOB["out_dir"], f"class_{i % _JOB['classes']:03d}",
+                        f"img_{i:06d}.jpg")
+    tmp = path + ".part"
+    make_image(rng, _JOB["min_size"], _JOB["max_size"]).save(
+        tmp, format="JPEG", quality=_JOB["quality"])
+    os.replace(tmp, path)
+
+
+def write_images(out_dir, count, classes=10, seed=0, quality=90, min_size=300,
+                 max_size=640, jobs=None):
+    """Writes `count` images into `out_dir`/class_NNN/ on `jobs` processes
+    (default: all cores); the same arguments always write the same files."""
+    for c in range(classes):
+        os.makedirs(os.path.join(out_dir, f"class_{c:03d}"), exist_ok=True)
+    params = dict(out_dir=str(out_dir), classes=classes, seed=seed,
+                  quality=quality, min_size=min_size, max_size=max_size)
+    tty = sys.stderr.isatty()
+    with multiprocessing.get_context("fork").Pool(
+            jobs or os.cpu_count(), initializer=_init_job,
+            initargs=(params,)) as pool:
+        for done, _ in enumerate(pool.imap_unordered(_write_one, range(count),
+                                                     chunksize=8), 1):
+            if tty and done % 50 == 0:
+                print(f"\rimages: {done}/{count}", end="", file=sys.stderr)
+    if tty:
+        print(file=sys.stderr)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
@@ -59,18 +98,11 @@ def main():
     parser.add_argument("--quality", type=int, default=90)
     parser.add_argument("--min-size", type=int, default=300)
     parser.add_argument("--max-size", type=int, default=640)
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="processes to use (default: all cores)")
     args = parser.parse_args()
-    rng = np.random.default_rng(args.seed)
-    for c in range(args.classes):
-        os.makedirs(os.path.join(args.out_dir, f"class_{c:03d}"), exist_ok=True)
-    for i in range(args.count):
-        path = os.path.join(args.out_dir, f"class_{i % args.classes:03d}",
-                            f"img_{i:06d}.jpg")
-        make_image(rng, args.min_size, args.max_size).save(path, quality=args.quality)
-        if sys.stderr.isatty() and (i + 1) % 50 == 0:
-            print(f"\rimages: {i + 1}/{args.count}", end="", file=sys.stderr)
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
+    write_images(args.out_dir, args.count, args.classes, args.seed,
+                 args.quality, args.min_size, args.max_size, args.jobs)
 
 
 if __name__ == "__main__":
