@@ -1,0 +1,30 @@
+"""Stoker's Python client: batches from a stokerd on this node.
+
+    import stoker
+    client = stoker.Client("unix:/run/stoker/stoker.sock")
+    with client.stream("train", "train", batch_size=64, epochs=1) as stream:
+        for batch in stream:
+            images, labels = batch["image"], batch["label"]  # numpy views
+
+For PyTorch, ``stoker.torch.Loader`` yields dicts of tensors, is DDP-aware and
+has ``state_dict()``. See client/python/README.md.
+"""
+from .batch import Batch
+from .client import Client, DatasetInfo, PipelineInfo, TensorSpec
+from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss,
+                     DeadlineExceeded, FailedPrecondition, Internal,
+                     InvalidArgument, NotFound, OutOfRange, PermissionDenied,
+                     ResourceExhausted, StokerError, Unauthenticated,
+                     Unavailable, Unimplemented, Unknown)
+from .stream import Position, Stream, StreamInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted", "AlreadyExists", "Batch", "Cancelled", "Client", "DataLoss",
+    "DatasetInfo", "DeadlineExceeded", "FailedPrecondition", "Internal",
+    "InvalidArgument", "NotFound", "OutOfRange", "PermissionDenied",
+    "PipelineInfo", "Position", "ResourceExhausted", "StokerError", "Stream",
+    "StreamInfo", "TensorSpec", "Unauthenticated", "Unavailable",
+    "Unimplemented", "Unknown",
+]

@@ -1,0 +1,354 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+DTYPE_FLOAT16: DType
+DTYPE_FLOAT32: DType
+DTYPE_INT64: DType
+DTYPE_UINT8: DType
+DTYPE_UNSPECIFIED: DType
+TRANSPORT_CUDA_IPC: Transport
+TRANSPORT_GRPC: Transport
+TRANSPORT_SHM: Transport
+TRANSPORT_UNSPECIFIED: Transport
+
+class Ack(_message.Message):
+    __slots__ = ["busy_seconds", "position", "wait_seconds"]
+    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    busy_seconds: float
+    position: Position
+    wait_seconds: float
+    def __init__(self, position: _Optional[_Union[Position, _Mapping]] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ...) -> None: ...
+
+class Batch(_message.Message):
+    __slots__ = ["epoch", "payload", "sample_ids", "skipped_ids", "slot", "step", "tensors"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_IDS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_IDS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    TENSORS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    payload: bytes
+    sample_ids: _containers.RepeatedScalarFieldContainer[int]
+    skipped_ids: _containers.RepeatedScalarFieldContainer[int]
+    slot: int
+    step: int
+    tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class DaemonStats(_message.Message):
+    __slots__ = ["errors", "labels", "latency_bounds_seconds", "memory", "open_streams", "pool", "storage", "streams", "uptime_seconds"]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_BOUNDS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    OPEN_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    errors: _containers.RepeatedCompositeFieldContainer[ErrorCount]
+    labels: _containers.RepeatedCompositeFieldContainer[LabelStats]
+    latency_bounds_seconds: _containers.RepeatedScalarFieldContainer[float]
+    memory: MemoryStats
+    open_streams: int
+    pool: WorkerPoolStats
+    storage: _containers.RepeatedCompositeFieldContainer[StorageStats]
+    streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
+    uptime_seconds: float
+    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class DatasetInfo(_message.Message):
+    __slots__ = ["bytes", "classes", "fields", "name", "num_samples", "num_shards"]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    fields: _containers.RepeatedScalarFieldContainer[str]
+    name: str
+    num_samples: int
+    num_shards: int
+    def __init__(self, name: _Optional[str] = ..., num_samples: _Optional[int] = ..., num_shards: _Optional[int] = ..., bytes: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ErrorCount(_message.Message):
+    __slots__ = ["code", "count"]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    count: int
+    def __init__(self, code: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class GetStatsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class LabelStats(_message.Message):
+    __slots__ = ["acks", "batches", "busy_seconds", "bytes", "dataset", "job_id", "pipeline", "samples", "skipped", "stages", "transport", "wait_seconds"]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    acks: int
+    batches: int
+    busy_seconds: float
+    bytes: int
+    dataset: str
+    job_id: str
+    pipeline: str
+    samples: int
+    skipped: int
+    stages: _containers.RepeatedCompositeFieldContainer[StageLatency]
+    transport: str
+    wait_seconds: float
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ...) -> None: ...
+
+class ListDatasetsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListDatasetsResponse(_message.Message):
+    __slots__ = ["datasets"]
+    DATASETS_FIELD_NUMBER: _ClassVar[int]
+    datasets: _containers.RepeatedCompositeFieldContainer[DatasetInfo]
+    def __init__(self, datasets: _Optional[_Iterable[_Union[DatasetInfo, _Mapping]]] = ...) -> None: ...
+
+class ListPipelinesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListPipelinesResponse(_message.Message):
+    __slots__ = ["pipelines"]
+    PIPELINES_FIELD_NUMBER: _ClassVar[int]
+    pipelines: _containers.RepeatedCompositeFieldContainer[PipelineInfo]
+    def __init__(self, pipelines: _Optional[_Iterable[_Union[PipelineInfo, _Mapping]]] = ...) -> None: ...
+
+class MemoryStats(_message.Message):
+    __slots__ = ["budget_bytes", "reserved_bytes"]
+    BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    budget_bytes: int
+    reserved_bytes: int
+    def __init__(self, reserved_bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ...) -> None: ...
+
+class OpenStream(_message.Message):
+    __slots__ = ["batch_size", "dataset", "drop_last", "epochs", "gpu_uuid", "hold", "job_id", "pipeline", "prefetch", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    DROP_LAST_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    GPU_UUID_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    batch_size: int
+    dataset: str
+    drop_last: bool
+    epochs: int
+    gpu_uuid: str
+    hold: int
+    job_id: str
+    pipeline: str
+    prefetch: int
+    rank: int
+    seed: int
+    share: bool
+    start: Position
+    transport: Transport
+    weight: float
+    world_size: int
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ...) -> None: ...
+
+class PipelineInfo(_message.Message):
+    __slots__ = ["name", "ops", "outputs"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ops: _containers.RepeatedScalarFieldContainer[str]
+    outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    def __init__(self, name: _Optional[str] = ..., ops: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
+
+class Position(_message.Message):
+    __slots__ = ["epoch", "step"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    step: int
+    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
+
+class ShmRing(_message.Message):
+    __slots__ = ["fd_socket", "slot_bytes", "slots", "token"]
+    FD_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    fd_socket: str
+    slot_bytes: int
+    slots: int
+    token: bytes
+    def __init__(self, fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ...) -> None: ...
+
+class StageLatency(_message.Message):
+    __slots__ = ["bucket_counts", "count", "stage", "sum_seconds"]
+    BUCKET_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    SUM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    bucket_counts: _containers.RepeatedScalarFieldContainer[int]
+    count: int
+    stage: str
+    sum_seconds: float
+    def __init__(self, stage: _Optional[str] = ..., count: _Optional[int] = ..., sum_seconds: _Optional[float] = ..., bucket_counts: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class StorageStats(_message.Message):
+    __slots__ = ["advice", "dataset", "device", "fstype", "kind", "path"]
+    ADVICE_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    FSTYPE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    advice: str
+    dataset: str
+    device: str
+    fstype: str
+    kind: str
+    path: str
+    def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
+
+class StreamHeader(_message.Message):
+    __slots__ = ["num_samples", "outputs", "prefetch", "samples_per_epoch", "shm", "start", "steps_per_epoch", "transport"]
+    NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SHM_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    num_samples: int
+    outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    prefetch: int
+    samples_per_epoch: int
+    shm: ShmRing
+    start: Position
+    steps_per_epoch: int
+    transport: Transport
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ...) -> None: ...
+
+class StreamRequest(_message.Message):
+    __slots__ = ["ack", "open"]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    ack: Ack
+    open: OpenStream
+    def __init__(self, open: _Optional[_Union[OpenStream, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+
+class StreamResponse(_message.Message):
+    __slots__ = ["batch", "header"]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    batch: Batch
+    header: StreamHeader
+    def __init__(self, header: _Optional[_Union[StreamHeader, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
+
+class StreamStats(_message.Message):
+    __slots__ = ["acks", "batch_size", "batches", "building", "busy_seconds", "bytes", "dataset", "id", "job_id", "pipeline", "prefetch", "queued", "rank", "samples", "skipped", "steps_per_epoch", "transport", "wait_seconds", "world_size"]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BUILDING_FIELD_NUMBER: _ClassVar[int]
+    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    acks: int
+    batch_size: int
+    batches: int
+    building: int
+    busy_seconds: float
+    bytes: int
+    dataset: str
+    id: int
+    job_id: str
+    pipeline: str
+    prefetch: int
+    queued: int
+    rank: int
+    samples: int
+    skipped: int
+    steps_per_epoch: int
+    transport: str
+    wait_seconds: float
+    world_size: int
+    def __init__(self, id: _Optional[int] = ..., dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., batch_size: _Optional[int] = ..., prefetch: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., queued: _Optional[int] = ..., building: _Optional[int] = ...) -> None: ...
+
+class TensorSpec(_message.Message):
+    __slots__ = ["dtype", "length", "name", "offset", "shape"]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    dtype: DType
+    length: int
+    name: str
+    offset: int
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[DType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+
+class WorkerPoolStats(_message.Message):
+    __slots__ = ["busy_ns", "queued", "tasks_run", "threads"]
+    BUSY_NS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_RUN_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    busy_ns: int
+    queued: int
+    tasks_run: int
+    threads: int
+    def __init__(self, threads: _Optional[int] = ..., busy_ns: _Optional[int] = ..., tasks_run: _Optional[int] = ..., queued: _Optional[int] = ...) -> None: ...
+
+class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

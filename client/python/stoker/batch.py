@@ -1,0 +1,51 @@
+"""Batch: one step's tensors, by name, with where they came from."""
+import collections.abc
+
+
+class Batch(collections.abc.Mapping):
+    """A read-only mapping of tensor name to numpy array, batch dimension
+    first: ``batch["image"]``, ``batch["label"]``.
+
+    With the grpc transport the arrays are read-only views of the message
+    gRPC received: nothing is copied, and the memory lives as long as any
+    array of the batch does. Use ``np.array(batch["image"])`` for a writable
+    copy.
+
+    ``epoch`` and ``step`` give the batch's position; ``sample_ids`` the
+    dataset indices of its samples in order; ``skipped_ids`` the samples of
+    this step the daemon left out as corrupt. ``nbytes`` is the size of all
+    tensors. Safe to read from any thread.
+    """
+
+    __slots__ = ("_arrays", "epoch", "step", "sample_ids", "skipped_ids")
+
+    def __init__(self, arrays, epoch, step, sample_ids, skipped_ids):
+        self._arrays = arrays
+        self.epoch = epoch
+        self.step = step
+        self.sample_ids = sample_ids
+        self.skipped_ids = skipped_ids
+
+    def __getitem__(self, name):
+        return self._arrays[name]
+
+    def __iter__(self):
+        return iter(self._arrays)
+
+    def __len__(self):
+        return len(self._arrays)
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in self._arrays.values())
+
+    @property
+    def position(self):
+        """The (epoch, step) of this batch."""
+        return (self.epoch, self.step)
+
+    def __repr__(self):
+        tensors = ", ".join(f"{k}: {v.dtype}{list(v.shape)}"
+                            for k, v in self._arrays.items())
+        return (f"Batch(epoch={self.epoch}, step={self.step}, "
+                f"samples={len(self.sample_ids)}, {{{tensors}}})")

@@ -1,0 +1,160 @@
+"""Client: a connection to one stokerd, and what its config offers."""
+import time
+from dataclasses import dataclass
+from typing import Tuple
+
+import grpc
+import numpy as np
+
+from . import errors, transports
+from ._proto.stoker.v1 import stoker_pb2 as pb
+from ._proto.stoker.v1 import stoker_pb2_grpc as pb_grpc
+from ._wire import parse_response
+
+_STREAM_METHOD = "/{}/{}".format(
+    pb.DESCRIPTOR.services_by_name["Stoker"].full_name,
+    pb.DESCRIPTOR.services_by_name["Stoker"].methods_by_name["Stream"].name)
+
+# As the C++ client: no message size limit (a batch can be large), and
+# quick reconnects after a daemon restart.
+_CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A per-sample output of a pipeline (shape without the batch dim)."""
+    name: str
+    dtype: np.dtype
+    shape: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    num_samples: int
+    num_shards: int
+    bytes: int
+    classes: Tuple[str, ...]
+    fields: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    name: str
+    ops: Tuple[str, ...]
+    outputs: Tuple[TensorSpec, ...]
+
+
+def tensor_spec(proto):
+    return TensorSpec(proto.name, transports.dtype_of(proto.dtype),
+                      tuple(proto.shape))
+
+
+class Client:
+    """A connection to the stokerd at `address`: ``unix:/path/to.sock`` or
+    ``host:port``. Nothing is sent until a method is called.
+
+    `connect_timeout` (seconds) bounds how long datasets() and pipelines()
+    wait for the daemon before raising Unavailable. Thread-safe: streams of
+    one client may be used from different threads.
+    """
+
+    def __init__(self, address, *, connect_timeout=30.0):
+        if not isinstance(address, str) or not address:
+            raise ValueError(f"address must be 'unix:PATH' or 'HOST:PORT', "
+                             f"got {address!r}")
+        self.address = address
+        self.connect_timeout = float(connect_timeout)
+        self._channel = grpc.insecure_channel(address,
+                                              options=list(_CHANNEL_OPTIONS))
+        self._stub = pb_grpc.StokerStub(self._channel)
+        self._stream_method = self._channel.stream_stream(
+            _STREAM_METHOD,
+            request_serializer=pb.StreamRequest.SerializeToString,
+            response_deserializer=parse_response)
+
+    def datasets(self):
+        """The datasets in the daemon's config: a list of DatasetInfo."""
+        response = self._unary(self._stub.ListDatasets,
+                               pb.ListDatasetsRequest())
+        return [DatasetInfo(d.name, d.num_samples, d.num_shards, d.bytes,
+                            tuple(d.classes), tuple(d.fields))
+                for d in response.datasets]
+
+    def dataset(self, name):
+        """The DatasetInfo of `name`; NotFound if the config has none."""
+        found = [d for d in self.datasets() if d.name == name]
+        if not found:
+            raise errors.NotFound(f"dataset '{name}' is not in the config of "
+                                  f"stokerd at {self.address}")
+        return found[0]
+
+    def pipelines(self):
+        """The pipelines in the daemon's config: a list of PipelineInfo."""
+        response = self._unary(self._stub.ListPipelines,
+                               pb.ListPipelinesRequest())
+        return [PipelineInfo(p.name, tuple(p.ops),
+                             tuple(tensor_spec(o) for o in p.outputs))
+                for p in response.pipelines]
+
+    def stream(self, dataset, pipeline, batch_size, seed=0, epochs=1, rank=0,
+               world_size=1, job_id="", drop_last=False, transport="auto",
+               prefetch=0, start=(0, 0), reconnect_timeout=30.0):
+        """Opens a stream of batches; see stoker.Stream. Raises at once if
+        the daemon refuses the request (NotFound, InvalidArgument, ...) or
+        cannot be reached within `reconnect_timeout` seconds (Unavailable).
+        """
+        from .stream import Stream, StreamRequest
+        request = StreamRequest(
+            dataset=dataset, pipeline=pipeline, batch_size=batch_size,
+            seed=seed, epochs=epochs, rank=rank, world_size=world_size,
+            job_id=job_id, drop_last=drop_last, prefetch=prefetch)
+        return Stream(self, request, transport=transport, start=start,
+                      reconnect_timeout=reconnect_timeout)
+
+    def close(self):
+        """Closes the channel; streams of this client end."""
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"stoker.Client({self.address!r})"
+
+    # Internal, for Stream.
+
+    def wait_ready(self, deadline):
+        """Waits until the channel is connected, or raises Unavailable at the
+        monotonic `deadline`."""
+        ready = grpc.channel_ready_future(self._channel)
+        try:
+            ready.result(timeout=max(0.0, deadline - time.monotonic()))
+        except grpc.FutureTimeoutError:
+            ready.cancel()
+            raise errors.Unavailable("no connection") from None
+
+    def open_call(self, requests):
+        """Starts a Stream call that sends `requests` (an iterator)."""
+        return self._stream_method(requests)
+
+    def _unary(self, method, request):
+        deadline = time.monotonic() + self.connect_timeout
+        try:
+            self.wait_ready(deadline)
+        except errors.Unavailable as e:
+            raise errors.Unavailable(
+                f"cannot reach stokerd at {self.address} within "
+                f"{self.connect_timeout:g} s: {e.message}") from None
+        try:
+            return method(request, timeout=max(
+                1.0, deadline - time.monotonic()))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None

@@ -1,0 +1,345 @@
+"""Stream: the batches of one request, in order, across daemon restarts.
+
+One Stream call carries the protocol of proto/stoker/v1/stoker.proto: the
+client sends `open`, the daemon answers a header and then batches; the
+client acknowledges each batch when it hands it to its user, with how long
+the user waited for it (the data stall) and how long the user spent since
+the previous one. The daemon keeps at most `prefetch` batches
+unacknowledged, so acks must flow while batches are read: requests go
+through a queue that gRPC drains on its own thread.
+
+The stream tracks its position, the (epoch, step) of the next batch. When
+the connection drops (UNAVAILABLE: the daemon stopped, crashed or
+restarted), the next read reconnects with backoff and reopens at the
+position, so the user sees every batch once, in order. After
+`reconnect_timeout` seconds without success it raises Unavailable.
+"""
+import numbers
+import time
+from collections import namedtuple
+from dataclasses import dataclass
+from typing import Tuple
+
+import grpc
+
+from . import errors, transports
+from ._proto.stoker.v1 import stoker_pb2 as pb
+from ._call import Call
+from .batch import Batch
+from .client import TensorSpec, tensor_spec
+
+Position = namedtuple("Position", "epoch step")
+Position.__doc__ = "A stream position: the (epoch, step) of the next batch."
+
+_UINT32 = (1 << 32) - 1
+_UINT64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    """What a stream asks the daemon for, besides transport and start."""
+    dataset: str
+    pipeline: str
+    batch_size: int
+    seed: int = 0
+    epochs: int = 1
+    rank: int = 0
+    world_size: int = 1
+    job_id: str = ""
+    drop_last: bool = False
+    prefetch: int = 0
+
+    def __post_init__(self):
+        for name in ("dataset", "pipeline", "job_id"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a str, got "
+                                 f"{getattr(self, name)!r}")
+        for name, top in (("batch_size", _UINT32), ("seed", _UINT64),
+                          ("epochs", _UINT64), ("rank", _UINT32),
+                          ("world_size", _UINT32), ("prefetch", _UINT32)):
+            object.__setattr__(self, name,
+                               _check_int(name, getattr(self, name), top))
+
+    def to_proto(self, start, transport):
+        request = pb.StreamRequest()
+        o = request.open
+        o.dataset, o.pipeline = self.dataset, self.pipeline
+        o.batch_size, o.seed, o.epochs = self.batch_size, self.seed, self.epochs
+        o.rank, o.world_size, o.job_id = self.rank, self.world_size, self.job_id
+        o.drop_last, o.prefetch = bool(self.drop_last), self.prefetch
+        o.start.epoch, o.start.step = start
+        transport.prepare(o)
+        return request
+
+
+def _check_int(name, value, top):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if not 0 <= value <= top:
+        raise ValueError(f"{name} {value} is outside [0, {top}]")
+    return int(value)
+
+
+def _check_start(start):
+    try:
+        epoch, step = start
+    except (TypeError, ValueError):
+        raise ValueError(f"start must be an (epoch, step) pair, got "
+                         f"{start!r}") from None
+    return Position(_check_int("start epoch", epoch, _UINT64),
+                    _check_int("start step", step, _UINT64))
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What the daemon said about a stream when it opened (this rank's
+    steps and samples per epoch, the transport and prefetch granted)."""
+    num_samples: int
+    steps_per_epoch: int
+    samples_per_epoch: int
+    prefetch: int
+    transport: str
+    outputs: Tuple[TensorSpec, ...]
+    start: Position
+
+
+class Stream:
+    """An iterator of stoker.Batch, opened by Client.stream().
+
+    ``position`` is the (epoch, step) of the next batch: open a new stream
+    with ``start=position`` to continue exactly there. ``info`` holds the
+    daemon's answer (steps_per_epoch, samples_per_epoch, num_samples,
+    prefetch, outputs); ``transport`` the transport in use. With transport
+    'auto' the stream asks for the best transport this client implements
+    and falls back on FAILED_PRECONDITION (``transport_attempts`` lists what
+    each try got). ``reconnects`` counts
+    reconnections after the daemon went away.
+
+    Iteration ends after the last batch of the last epoch (never with
+    epochs=0) or after close(). A Stream is used by one thread at a time;
+    close() may be called from any thread and interrupts a waiting read.
+    """
+
+    def __init__(self, client, request, transport="auto", start=(0, 0),
+                 reconnect_timeout=30.0):
+        self._closed = True  # Until opened, for __del__.
+        if not isinstance(request, StreamRequest):
+            raise TypeError("request must be a StreamRequest")
+        self._client = client
+        self._request = request
+        self._candidates = transports.candidates(transport, client.address)
+        self._position = _check_start(start)
+        if reconnect_timeout is None or reconnect_timeout < 0:
+            raise ValueError(f"reconnect_timeout must be >= 0 seconds, got "
+                             f"{reconnect_timeout!r}")
+        self.reconnect_timeout = float(reconnect_timeout)
+        self._call = None
+        self._transport = None
+        self._info = None
+        self.reconnects = 0
+        self.transport_attempts = []
+        self._closed = False
+        self._connect(opening=True)
+        self._last_return = time.monotonic()
+
+    @property
+    def position(self):
+        return self._position
+
+    @property
+    def closed(self):
+        """True after close() or the end of the stream."""
+        return self._closed
+
+    @property
+    def info(self):
+        return self._info
+
+    @property
+    def transport(self):
+        return self._info.transport
+
+    @property
+    def request(self):
+        return self._request
+
+    @property
+    def address(self):
+        return self._client.address
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        asked = time.monotonic()
+        while True:
+            call = self._call
+            if self._closed or call is None:
+                raise StopIteration
+            try:
+                response = call.read()
+            except StopIteration:
+                self.close()
+                raise
+            except errors.StokerError:
+                self.close()
+                raise
+            except grpc.RpcError as e:
+                self._drop_call()
+                if self._closed:
+                    raise StopIteration from None
+                error = errors.from_rpc_error(e)
+                if not isinstance(error, errors.Unavailable):
+                    self.close()
+                    raise error from None
+                self._connect(opening=False, cause=error)
+                self.reconnects += 1
+                continue
+            return self._deliver(call, response, asked)
+
+    def _deliver(self, call, response, asked):
+        b = response.batch
+        if b is None:
+            self.close()
+            raise errors.Internal("the daemon sent a second stream header")
+        if (b.epoch, b.step) != self._position:
+            self.close()
+            raise errors.Internal(
+                f"the daemon sent epoch {b.epoch} step {b.step}, expected "
+                f"epoch {self._position.epoch} step {self._position.step}")
+        try:
+            arrays = self._transport.arrays(response)
+        except errors.StokerError:
+            self.close()
+            raise
+        # Acknowledge on hand-over: frees a prefetch slot and reports the
+        # consumer's data stall.
+        now = time.monotonic()
+        ack = pb.StreamRequest()
+        ack.ack.position.epoch, ack.ack.position.step = b.epoch, b.step
+        ack.ack.wait_seconds = now - asked
+        ack.ack.busy_seconds = max(0.0, asked - self._last_return)
+        call.send(ack)
+        self._last_return = now
+        step = b.step + 1
+        self._position = (Position(b.epoch + 1, 0)
+                          if step >= self._info.steps_per_epoch
+                          else Position(b.epoch, step))
+        return Batch(arrays, b.epoch, b.step, list(b.sample_ids),
+                     list(b.skipped_ids))
+
+    def close(self):
+        """Ends the stream and frees what the daemon holds for it.
+        Idempotent."""
+        self._closed = True
+        self._drop_call()
+        if self._transport is not None:
+            self._transport.close()
+
+    def _drop_call(self):
+        call, self._call = self._call, None
+        if call is not None:
+            call.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception:  # E.g. at interpreter exit.
+                pass
+
+    def __repr__(self):
+        r = self._request
+        return (f"stoker.Stream({self.address!r}, dataset={r.dataset!r}, "
+                f"pipeline={r.pipeline!r}, batch_size={r.batch_size}, "
+                f"position={tuple(self._position)}, "
+                f"transport={self._info.transport if self._info else None})")
+
+    # Opening.
+
+    def _connect(self, opening, cause=None):
+        """Opens the call at the position, retrying while the daemon is
+        unavailable, for up to reconnect_timeout seconds."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        backoff = 0.05
+        last = cause
+        while not self._closed:
+            try:
+                self._open(deadline)
+                return
+            except (errors.Unavailable, errors.DeadlineExceeded) as e:
+                last = e
+            except errors.StokerError:
+                self.close()
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            time.sleep(min(backoff, remaining))
+            backoff = min(backoff * 2, 1.0)
+        if self._closed:
+            raise errors.Cancelled("the stream was closed while connecting")
+        r, (epoch, step) = self._request, self._position
+        what = ("cannot reach stokerd at {} within {:g} s to open" if opening
+                else "stokerd at {} did not come back within {:g} s to resume")
+        self.close()
+        raise errors.Unavailable(
+            what.format(self.address, self.reconnect_timeout) +
+            f" dataset '{r.dataset}' pipeline '{r.pipeline}' at epoch {epoch} "
+            f"step {step}" + (f": {last.message}" if last else ""))
+
+    def _open(self, deadline):
+        """One open, trying each candidate transport in turn; raises the
+        last refusal, or at once on any other error."""
+        for i, name in enumerate(self._candidates):
+            try:
+                self._open_with(transports.make(name), deadline)
+            except errors.FailedPrecondition as e:
+                self.transport_attempts.append((name, str(e)))
+                if i + 1 == len(self._candidates):
+                    raise
+                continue
+            self.transport_attempts.append((name, None))
+            # Later reconnects keep the transport that worked.
+            self._candidates = [name]
+            return
+
+    def _open_with(self, transport, deadline):
+        self._client.wait_ready(deadline)
+        call = Call(self._client,
+                    self._request.to_proto(self._position, transport))
+        try:
+            response = call.read()
+        except StopIteration:
+            call.close()
+            raise errors.Unavailable(
+                "the stream closed while opening") from None
+        except grpc.RpcError as e:
+            call.close()
+            raise errors.from_rpc_error(e) from None
+        except errors.StokerError:
+            call.close()
+            raise
+        try:
+            if response.header is None:
+                raise errors.Internal("the daemon sent no stream header")
+            transport.attach(response.header)
+        except errors.StokerError:
+            call.close()
+            raise
+        h = response.header
+        if self._transport is not None:
+            self._transport.close()  # The one of the dropped call.
+        self._call, self._transport = call, transport
+        self._info = StreamInfo(
+            num_samples=h.num_samples, steps_per_epoch=h.steps_per_epoch,
+            samples_per_epoch=h.samples_per_epoch, prefetch=h.prefetch,
+            transport=transport.name,
+            outputs=tuple(tensor_spec(o) for o in h.outputs),
+            start=Position(h.start.epoch, h.start.step))

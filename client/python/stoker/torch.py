@@ -1,0 +1,368 @@
+"""stoker.torch: a PyTorch loader that reads batches from stokerd.
+
+    from stoker.torch import Loader
+    loader = Loader("unix:/run/stoker/stoker.sock", "train", "train",
+                    batch_size=256, seed=0, device="cuda", drop_last=True)
+    for epoch in range(epochs):
+        for batch in loader:              # one epoch per `for`
+            train(batch["image"], batch["label"])
+
+Epochs. A Loader is a cursor over the stream's (epoch, step) positions.
+``iter(loader)`` yields the batches from the cursor to the end of the
+cursor's epoch, so each ``for batch in loader`` is one epoch, as with a
+DataLoader, and the next ``for`` starts the next epoch. A loop left early
+(``break``) leaves the cursor after the last batch it received: the next
+``for`` yields the rest of that epoch, so no sample is skipped or repeated.
+``set_epoch(e)`` moves the cursor to the start of epoch e (a no-op when the
+cursor is already in epoch e, so a resumed epoch is finished first), like
+DistributedSampler.set_epoch. `epochs` bounds the stream (None: no bound);
+once the cursor is past it, iteration yields nothing.
+
+Between epochs the Loader keeps its stream open, so the daemon prepares the
+next epoch's first batches while the last ones of this epoch are used.
+
+Resume. ``state_dict()`` is the cursor plus the request fields that decide
+which samples a position holds (dataset, pipeline, seed, batch_size,
+world_size, drop_last, and the dataset's size); ``load_state_dict()`` refuses
+a state whose fields differ (ValueError naming them) and moves the cursor.
+A state saved by one rank can be loaded by every rank of the job: positions
+are global steps, and a rank that has one step fewer in that epoch moves on
+to the next epoch. The daemon may have restarted in between: batches depend
+only on the request and the position.
+
+DDP. rank and world_size come from torch.distributed when it is
+initialized, else from the RANK and WORLD_SIZE environment variables (as
+torchrun sets them), else 0 and 1; job_id from TORCHELASTIC_RUN_ID; an
+argument given wins. device="cuda" without an index means cuda:LOCAL_RANK
+when LOCAL_RANK is set, else the current device. Without drop_last the last
+step of an epoch may leave some ranks with one batch fewer; pass
+drop_last=True with DDP so every rank takes the same number of steps.
+
+Tensors. On the CPU, each tensor is torch.from_numpy over the received
+message (no copy); the message belongs to that batch alone, so writing to
+the tensors in place is harmless. With a CUDA device each tensor is copied
+into pinned host memory and then to the device with non_blocking=True on
+the current stream (torch's pinned-memory cache keeps the host buffer until
+the copy has run).
+
+A Loader is used by one thread at a time.
+"""
+import collections.abc
+import os
+import warnings
+
+import torch
+
+from . import sampling
+from .client import Client
+from .stream import Position, StreamRequest, _check_start
+from .transports import candidates
+
+STATE_VERSION = 1
+# Request fields that decide which samples a position holds.
+MUST_MATCH = ("dataset", "pipeline", "seed", "batch_size", "world_size",
+              "drop_last")
+
+
+class TensorBatch(dict):
+    """A dict of tensor name to torch.Tensor, with the batch's `epoch`,
+    `step`, `position`, `sample_ids` and `skipped_ids` as attributes."""
+
+    def __init__(self, tensors, epoch, step, sample_ids, skipped_ids):
+        super().__init__(tensors)
+        self.epoch = epoch
+        self.step = step
+        self.sample_ids = sample_ids
+        self.skipped_ids = skipped_ids
+
+    @property
+    def position(self):
+        """The (epoch, step) of this batch."""
+        return (self.epoch, self.step)
+
+
+def distributed_context(rank=None, world_size=None, job_id=None):
+    """(rank, world_size, job_id): the arguments given, else what
+    torch.distributed or the torchrun environment says."""
+    if rank is None or world_size is None:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            found_rank, found_world = dist.get_rank(), dist.get_world_size()
+        else:
+            found_rank = int(os.environ.get("RANK", "0"))
+            found_world = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = found_rank if rank is None else rank
+        world_size = found_world if world_size is None else world_size
+    if job_id is None:
+        job_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return rank, world_size, job_id
+
+
+def resolve_device(device):
+    """torch.device for `device`; 'cuda' without an index is the GPU of
+    LOCAL_RANK, or the current one."""
+    if device is None:
+        return torch.device("cpu")
+    device = torch.device(device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device} was asked for, but "
+                             f"torch.cuda.is_available() is False")
+        if device.index is None:
+            local = os.environ.get("LOCAL_RANK")
+            index = int(local) if local else torch.cuda.current_device()
+            device = torch.device("cuda", index)
+    elif device.type != "cpu":
+        raise ValueError(f"device {device} is not supported; use cpu or cuda")
+    return device
+
+
+class Loader:
+    """Batches of a Stoker stream as dicts of torch tensors; see the module
+    comment for epochs, resume, DDP and memory.
+
+    Arguments are those of Client.stream, plus `device`. `address` may also
+    be a stoker.Client. `epochs` is the number of epochs to serve (None or 0:
+    no bound); `start` the first position. rank, world_size and job_id
+    default to the distributed context.
+    """
+
+    def __init__(self, address, dataset, pipeline, batch_size, seed=0,
+                 epochs=None, rank=None, world_size=None, job_id=None,
+                 drop_last=False, transport="auto", prefetch=0, start=(0, 0),
+                 reconnect_timeout=30.0, device=None):
+        self._stream = None  # For __del__ if checks below fail.
+        rank, world_size, job_id = distributed_context(rank, world_size,
+                                                       job_id)
+        # Checks the arguments now, as the stream would.
+        self._request = StreamRequest(
+            dataset=dataset, pipeline=pipeline, batch_size=batch_size,
+            seed=seed, epochs=epochs or 0, rank=rank, world_size=world_size,
+            job_id=job_id, drop_last=drop_last, prefetch=prefetch)
+        self._transport = transport
+        candidates(transport, address if isinstance(address, str)
+                   else address.address)
+        self._position = _check_start(start)
+        self._epochs = self._request.epochs or None
+        self._reconnect_timeout = reconnect_timeout
+        self._device = resolve_device(device)
+        self._client = address if isinstance(address, Client) else Client(
+            address, connect_timeout=reconnect_timeout)
+        self._num_samples = None  # From the daemon, when first needed.
+        self._steps = None
+        self._saved_num_samples = None  # From load_state_dict, to check.
+        self._generation = 0
+
+    # What the loader is.
+
+    @property
+    def rank(self):
+        return self._request.rank
+
+    @property
+    def world_size(self):
+        return self._request.world_size
+
+    @property
+    def job_id(self):
+        return self._request.job_id
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def position(self):
+        """The cursor: (epoch, step) of the next batch."""
+        return self._position
+
+    @property
+    def epoch(self):
+        return self._position.epoch
+
+    @property
+    def stream(self):
+        """The open stoker.Stream, or None between streams."""
+        return self._stream
+
+    @property
+    def transport(self):
+        return self._stream.transport if self._stream is not None else None
+
+    def __len__(self):
+        """Batches per epoch for this rank."""
+        return self._steps_per_epoch()
+
+    def set_epoch(self, epoch):
+        """Moves the cursor to the start of `epoch`, unless it is already in
+        that epoch."""
+        if epoch != self._position.epoch:
+            self._position = _check_start((epoch, 0))
+
+    # Iteration.
+
+    def __iter__(self):
+        self._generation += 1
+        return self._run_epoch(self._generation)
+
+    def _run_epoch(self, generation):
+        stream = self._stream_at_cursor()
+        if stream is None:
+            return
+        epoch = self._position.epoch
+        while self._position.epoch == epoch:
+            if generation != self._generation:
+                raise RuntimeError("this iteration of the Loader was "
+                                   "superseded by a newer iter() or "
+                                   "load_state_dict()")
+            try:
+                batch = next(stream)
+            except StopIteration:
+                self._close_stream()
+                return
+            self._position = stream.position
+            yield self._to_torch(batch)
+
+    def _stream_at_cursor(self):
+        steps = self._steps_per_epoch()
+        if 0 < steps <= self._position.step:  # A rank with one step fewer.
+            self._position = Position(self._position.epoch + 1, 0)
+        if self._epochs is not None and self._position.epoch >= self._epochs:
+            self._close_stream()
+            return None
+        s = self._stream
+        if s is not None and (s.closed or s.position != self._position):
+            self._close_stream()
+        if self._stream is None:
+            r = self._request
+            self._stream = self._client.stream(
+                r.dataset, r.pipeline, r.batch_size, seed=r.seed,
+                epochs=r.epochs, rank=r.rank, world_size=r.world_size,
+                job_id=r.job_id, drop_last=r.drop_last,
+                transport=self._transport, prefetch=r.prefetch,
+                start=self._position,
+                reconnect_timeout=self._reconnect_timeout)
+            header_steps = self._stream.info.steps_per_epoch
+            if header_steps != steps:
+                warnings.warn(
+                    f"stokerd says rank {r.rank} of {r.world_size} has "
+                    f"{header_steps} steps per epoch, the client computed "
+                    f"{steps}; using the daemon's", RuntimeWarning)
+                self._steps = header_steps
+        return self._stream
+
+    def _to_torch(self, batch):
+        with warnings.catch_warnings():
+            # The arrays view the received message, which is read-only to
+            # numpy but belongs to this batch alone.
+            warnings.filterwarnings("ignore", message=".*not writable.*")
+            tensors = {name: torch.from_numpy(array)
+                       for name, array in batch.items()}
+        if self._device.type == "cuda":
+            tensors = {name: self._to_device(t) for name, t in tensors.items()}
+        return TensorBatch(tensors, batch.epoch, batch.step, batch.sample_ids,
+                           batch.skipped_ids)
+
+    def _to_device(self, tensor):
+        pinned = torch.empty(tensor.shape, dtype=tensor.dtype,
+                             pin_memory=True)
+        pinned.copy_(tensor)
+        return pinned.to(self._device, non_blocking=True)
+
+    # The dataset's size, for len() and the tail rule.
+
+    def _steps_per_epoch(self):
+        if self._steps is None:
+            r = self._request
+            self._steps = sampling.steps_per_epoch(
+                self._dataset_size(), r.batch_size, r.world_size, r.rank,
+                r.drop_last)
+        return self._steps
+
+    def _dataset_size(self):
+        if self._num_samples is None:
+            self._num_samples = self._client.dataset(
+                self._request.dataset).num_samples
+        self._check_saved_size()
+        return self._num_samples
+
+    def _check_saved_size(self):
+        saved = self._saved_num_samples
+        if saved is not None and self._num_samples is not None:
+            self._saved_num_samples = None
+            if saved != self._num_samples:
+                raise ValueError(
+                    f"cannot resume: the state_dict was saved when dataset "
+                    f"'{self._request.dataset}' had {saved} samples; it has "
+                    f"{self._num_samples} now")
+
+    # Resume.
+
+    def state_dict(self):
+        """The cursor and the request fields a resume must match."""
+        r = self._request
+        state = {"version": STATE_VERSION,
+                 "position": {"epoch": self._position.epoch,
+                              "step": self._position.step},
+                 "rank": r.rank,
+                 "num_samples": self._num_samples}
+        state.update({k: getattr(r, k) for k in MUST_MATCH})
+        return state
+
+    def load_state_dict(self, state):
+        """Moves the cursor to a saved position; ValueError if the state is
+        from another stream."""
+        if (not isinstance(state, collections.abc.Mapping) or
+                state.get("version") != STATE_VERSION):
+            raise ValueError(f"not a stoker.torch.Loader state_dict of "
+                             f"version {STATE_VERSION}: {state!r}")
+        r = self._request
+        missing = [k for k in MUST_MATCH + ("position",) if k not in state]
+        if missing:
+            raise ValueError(f"the state_dict lacks {', '.join(missing)}")
+        differ = [f"{k} {state[k]!r} in the state, {getattr(r, k)!r} here"
+                  for k in MUST_MATCH if state[k] != getattr(r, k)]
+        if differ:
+            raise ValueError(
+                "cannot resume: the state_dict is from a different stream ("
+                + "; ".join(differ) + "). A Loader resumes only the stream it "
+                "was saved from: same dataset, pipeline, seed, batch_size, "
+                "world_size and drop_last.")
+        position = state["position"]
+        if isinstance(position, collections.abc.Mapping):
+            position = (position.get("epoch"), position.get("step"))
+        self._position = _check_start(position)
+        self._saved_num_samples = state.get("num_samples")
+        self._check_saved_size()
+        self._generation += 1
+
+    # Closing.
+
+    def _close_stream(self):
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+
+    def close(self):
+        """Closes the stream; the loader reopens one if iterated again."""
+        self._close_stream()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_stream", None) is not None:
+            try:
+                self._close_stream()
+            except Exception:  # E.g. at interpreter exit.
+                pass
+
+    def __repr__(self):
+        r = self._request
+        return (f"stoker.torch.Loader({self._client.address!r}, "
+                f"dataset={r.dataset!r}, pipeline={r.pipeline!r}, "
+                f"batch_size={r.batch_size}, rank={r.rank}/{r.world_size}, "
+                f"position={tuple(self._position)}, device={self._device})")

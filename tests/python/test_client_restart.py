@@ -1,0 +1,111 @@
+"""The Python client when stokerd is down, dies, or restarts."""
+import signal
+import threading
+import time
+
+import pytest
+
+import stoker
+from stoker.torch import Loader
+
+
+def positions_and_bytes(batches):
+    """Batches of a Stream (numpy) or a Loader (torch) as comparable tuples."""
+    def raw(a):
+        return a.numpy().tobytes() if hasattr(a, "numpy") else a.tobytes()
+    return [(b.epoch, b.step, tuple(b.sample_ids),
+             b"".join(raw(a) for a in b.values())) for b in batches]
+
+
+def test_no_daemon_raises_unavailable_after_the_timeout(tmp_path):
+    address = f"unix:{tmp_path / 'nobody.sock'}"
+    (tmp_path / "stale.sock").touch()  # A socket file nobody listens on.
+    for addr in (address, f"unix:{tmp_path / 'stale.sock'}"):
+        client = stoker.Client(addr, connect_timeout=0.5)
+        began = time.monotonic()
+        with pytest.raises(stoker.Unavailable) as e:
+            client.stream("train", "train", batch_size=4, start=(2, 3),
+                          reconnect_timeout=1.0)
+        took = time.monotonic() - began
+        assert 0.9 <= took < 5, took
+        assert addr in e.value.message
+        assert "epoch 2 step 3" in e.value.message
+        assert isinstance(e.value, stoker.StokerError)
+        with pytest.raises(stoker.Unavailable) as e:
+            client.datasets()
+        assert addr in e.value.message
+    ld = Loader(address, "train", "train", batch_size=4, rank=0,
+                world_size=1, reconnect_timeout=0.5)
+    with pytest.raises(stoker.Unavailable):
+        next(iter(ld))
+
+
+def restart_later(daemon, delay):
+    thread = threading.Thread(target=lambda: (time.sleep(delay),
+                                              daemon.start()))
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_stream_resumes_exactly_after_the_daemon_restarts(client_daemon, sig):
+    request = dict(dataset="train", pipeline="bytes", batch_size=3, seed=4,
+                   epochs=3)
+    client = stoker.Client(client_daemon.address)
+    with client.stream(**request) as s:
+        whole = positions_and_bytes(s)
+    assert len(whole) == 30
+
+    got, restart = [], None
+    with client.stream(**request, reconnect_timeout=20) as s:
+        for batch in s:
+            got.append(batch)
+            if len(got) == 7:
+                client_daemon.signal(sig)
+                client_daemon.wait()
+                restart = restart_later(client_daemon, 0.5)
+        assert s.reconnects >= 1
+    restart.join()
+    assert positions_and_bytes(got) == whole
+
+
+def test_unavailable_names_address_and_position_when_it_stays_down(
+        client_daemon):
+    client = stoker.Client(client_daemon.address)
+    s = client.stream("train", "bytes", batch_size=3, epochs=2, prefetch=1,
+                      reconnect_timeout=1.0)
+    for _ in range(4):
+        next(s)
+    client_daemon.proc.kill()
+    client_daemon.wait()
+    began = time.monotonic()
+    with pytest.raises(stoker.Unavailable) as e:
+        for _ in s:
+            pass
+    assert time.monotonic() - began < 5
+    epoch, step = s.position
+    assert (epoch, step) >= (0, 4)
+    assert client_daemon.address in e.value.message
+    assert f"at epoch {epoch} step {step}" in e.value.message
+    assert "did not come back within 1 s" in e.value.message
+    assert s.closed
+
+
+def test_loader_state_resumes_on_a_restarted_daemon(client_daemon):
+    kwargs = dict(batch_size=4, seed=2, rank=0, world_size=1, job_id="",
+                  epochs=2)
+    uninterrupted = Loader(client_daemon.address, "train", "half", **kwargs)
+    whole = positions_and_bytes(b for _ in range(2) for b in uninterrupted)
+    uninterrupted.close()
+    assert len(whole) == 16
+    first = Loader(client_daemon.address, "train", "half", **kwargs)
+    head = [b for _, b in zip(range(6), first)]
+    state = first.state_dict()
+    first.close()
+
+    client_daemon.stop()
+    client_daemon.start()
+    second = Loader(client_daemon.address, "train", "half", **kwargs)
+    second.load_state_dict(state)
+    tail = [b for _ in range(2) for b in second]
+    assert positions_and_bytes(head + tail) == whole
