@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/metrics/log.h"
+#include "server/metrics/stream_log.h"
 
 namespace stoker {
 namespace {
@@ -45,16 +46,23 @@ absl::Status ClearStaleSocket(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The gid of listen.unix_group, or -1 when none is set or it is unknown.
+int64_t SocketGroup(const config::ListenOptions& listen) {
+  if (listen.unix_group.empty()) return -1;
+  struct group* g = getgrnam(listen.unix_group.c_str());
+  return g == nullptr ? -1 : static_cast<int64_t>(g->gr_gid);
+}
+
 absl::Status SetSocketAccess(const config::ListenOptions& listen) {
   if (!listen.unix_group.empty()) {
-    struct group* g = getgrnam(listen.unix_group.c_str());
-    if (g == nullptr) {
+    const int64_t gid = SocketGroup(listen);
+    if (gid < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("listen.unix_group '", listen.unix_group,
                        "' is not a group on this machine"));
     }
-    if (chown(listen.unix_path.c_str(), static_cast<uid_t>(-1), g->gr_gid) !=
-        0) {
+    if (chown(listen.unix_path.c_str(), static_cast<uid_t>(-1),
+              static_cast<gid_t>(gid)) != 0) {
       return absl::PermissionDeniedError(
           absl::StrCat("chown ", listen.unix_path, ": ", strerror(errno)));
     }
@@ -64,6 +72,27 @@ absl::Status SetSocketAccess(const config::ListenOptions& listen) {
         absl::StrCat("chmod ", listen.unix_path, ": ", strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// Checks where each dataset lives and logs a warning, with the remedy, for
+// one on a network filesystem or a spinning disk.
+std::vector<metrics::DatasetStorage> ProbeStorage(
+    const config::ServerOptions& options,
+    const metrics::StorageProbeOptions& probe) {
+  std::vector<metrics::DatasetStorage> out;
+  for (const config::DatasetOptions& d : options.datasets) {
+    absl::StatusOr<metrics::StorageDiagnosis> diagnosis =
+        metrics::DiagnoseStorage(d.name, d.path, probe);
+    if (!diagnosis.ok()) {
+      Log(LogLevel::kWarning, "storage_probe_failed",
+          {{"dataset", d.name},
+           {"error", std::string(diagnosis.status().message())}});
+      continue;
+    }
+    metrics::LogStorage(d.name, d.path, *diagnosis);
+    out.push_back({d.name, d.path, *std::move(diagnosis)});
+  }
+  return out;
 }
 
 }  // namespace
@@ -104,21 +133,27 @@ void StokerServer::KeepGrpcAlive() {
   (void)kept;
 }
 
-StokerServer::StokerServer(config::ServerOptions options)
-    : options_(std::move(options)) {}
+StokerServer::StokerServer(config::ServerOptions options,
+                           metrics::StorageProbeOptions storage_probe)
+    : options_(std::move(options)),
+      storage_probe_(std::move(storage_probe)),
+      started_(std::chrono::steady_clock::now()),
+      start_time_(absl::Now()) {}
 
 absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
-    config::ServerOptions options) {
-  if (options.metrics.enabled) {
-    return absl::UnimplementedError(absl::StrCat(
-        options.source,
-        ": metrics: this version of stokerd has no Prometheus endpoint yet; "
-        "remove the metrics key or set `metrics: off`"));
-  }
+    config::ServerOptions options,
+    metrics::StorageProbeOptions storage_probe) {
   auto catalog = BuildCatalog(options);
   if (!catalog.ok()) return catalog.status();
-  std::unique_ptr<StokerServer> server(new StokerServer(std::move(options)));
+  std::unique_ptr<StokerServer> server(
+      new StokerServer(std::move(options), std::move(storage_probe)));
   const config::ServerOptions& o = server->options_;
+  {
+    std::vector<metrics::DatasetStorage> storage =
+        ProbeStorage(o, server->storage_probe_);
+    absl::MutexLock lock(&server->mu_);
+    server->storage_ = std::move(storage);
+  }
   server->pool_ = std::make_unique<pipeline::WorkerPool>(o.workers);
   service::ServiceOptions so;
   so.max_batch_size = o.limits.max_batch_size;
@@ -132,8 +167,16 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
                       : service::OnCorrupt::kSkip;
   server->service_ = std::make_unique<service::StreamService>(
       server->pool_.get(), so, *std::move(catalog));
-  server->grpc_service_ =
-      std::make_unique<transport::GrpcService>(server->service_.get());
+  if (!o.listen.unix_path.empty()) {
+    server->fd_server_ = std::make_unique<transport::FdServer>(
+        o.listen.unix_path + ".shm", o.listen.unix_mode,
+        SocketGroup(o.listen));
+  }
+  server->grpc_service_ = std::make_unique<transport::GrpcService>(
+      server->service_.get(), server->fd_server_.get());
+  server->service_->SetObserver(&server->stream_log_);
+  StokerServer* const self = server.get();
+  server->grpc_service_->SetStatsSource([self] { return self->Stats(); });
   return server;
 }
 
@@ -141,6 +184,16 @@ StokerServer::~StokerServer() { Stop(); }
 
 absl::Status StokerServer::Start() {
   pool_->Start();
+  if (options_.metrics.enabled) {
+    auto exposer = metrics::MetricsExposer::Start(
+        options_.metrics.listen, [this] { return Stats(); });
+    if (!exposer.ok()) return exposer.status();
+    exposer_ = *std::move(exposer);
+    Log(LogLevel::kInfo, "metrics_listening",
+        {{"address", options_.metrics.listen},
+         {"port", absl::StrCat(exposer_->port())},
+         {"path", "/metrics"}});
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const config::ListenOptions& listen = options_.listen;
@@ -152,6 +205,9 @@ absl::Status StokerServer::Start() {
   if (!listen.tcp.empty()) {
     builder.AddListeningPort(listen.tcp, grpc::InsecureServerCredentials(),
                              &tcp_port_);
+  }
+  if (fd_server_ != nullptr) {
+    if (absl::Status s = fd_server_->Start(); !s.ok()) return s;
   }
   builder.RegisterService(grpc_service_.get());
   // Batches are large; the default 4 MiB limit would refuse them.
@@ -182,6 +238,8 @@ void StokerServer::Stop() {
     if (stopped_) return;
     stopped_ = true;
   }
+  // First, so that no scrape reads a daemon being taken apart.
+  if (exposer_ != nullptr) exposer_->Stop();
   if (service_ != nullptr) service_->Shutdown();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -189,6 +247,7 @@ void StokerServer::Stop() {
     server_->Wait();
     server_.reset();
   }
+  if (fd_server_ != nullptr) fd_server_->Stop();
   if (pool_ != nullptr) pool_->Stop();
   if (!options_.listen.unix_path.empty()) {
     unlink(options_.listen.unix_path.c_str());
@@ -198,7 +257,11 @@ void StokerServer::Stop() {
 absl::Status StokerServer::Reload(const config::ServerOptions& options) {
   auto catalog = BuildCatalog(options);
   if (!catalog.ok()) return catalog.status();
+  std::vector<metrics::DatasetStorage> storage =
+      ProbeStorage(options, storage_probe_);
   service_->SetCatalog(*std::move(catalog));
+  absl::MutexLock lock(&mu_);
+  storage_ = std::move(storage);
   return absl::OkStatus();
 }
 
@@ -209,5 +272,25 @@ std::string StokerServer::unix_target() const {
 }
 
 int StokerServer::tcp_port() const { return tcp_port_; }
+
+int StokerServer::metrics_port() const {
+  return exposer_ == nullptr ? 0 : exposer_->port();
+}
+
+metrics::DaemonStats StokerServer::Stats() const {
+  metrics::DaemonStats s;
+  s.uptime_seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - started_)
+                         .count();
+  s.start_time_seconds = absl::ToDoubleSeconds(start_time_ - absl::UnixEpoch());
+  s.service = service_->GetStats();
+  s.streams = service_->Snapshot();
+  s.labels = metrics::ReadLabelStats(*service_);
+  s.errors = service_->Errors();
+  s.pool = pool_->GetStats();
+  absl::MutexLock lock(&mu_);
+  s.storage = storage_;
+  return s;
+}
 
 }  // namespace stoker

@@ -12,18 +12,26 @@
 #ifndef STOKER_SERVER_SERVER_LIB_H_
 #define STOKER_SERVER_SERVER_LIB_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/config/options.h"
+#include "server/metrics/daemon_stats.h"
+#include "server/metrics/metrics_exposer.h"
+#include "server/metrics/storage_probe.h"
+#include "server/metrics/stream_log.h"
 #include "server/pipeline/worker_pool.h"
 #include "server/service/catalog.h"
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/grpc_service.h"
+#include "server/transport/shm/fd_server.h"
 
 namespace stoker {
 
@@ -34,8 +42,10 @@ class StokerServer {
   // calls this once to keep the library up until the process exits.
   static void KeepGrpcAlive();
 
+  // `storage_probe` replaces how datasets' storage is checked (tests).
   static absl::StatusOr<std::unique_ptr<StokerServer>> Create(
-      config::ServerOptions options);
+      config::ServerOptions options,
+      metrics::StorageProbeOptions storage_probe = {});
   ~StokerServer();
 
   absl::Status Start();
@@ -53,18 +63,36 @@ class StokerServer {
 
   service::StreamService* stream_service() { return service_.get(); }
 
+  // The bound port of the /metrics endpoint, or 0 when metrics are off.
+  int metrics_port() const;
+  // A snapshot of every counter: what /metrics and GetStats render.
+  metrics::DaemonStats Stats() const;
+
  private:
-  explicit StokerServer(config::ServerOptions options);
+  StokerServer(config::ServerOptions options,
+               metrics::StorageProbeOptions storage_probe);
 
   const config::ServerOptions options_;
+  const metrics::StorageProbeOptions storage_probe_;
+  const std::chrono::steady_clock::time_point started_;
+  const absl::Time start_time_;
+  // Logs streams opening and closing. Declared before the pool and the
+  // service so that it outlives every stream.
+  metrics::StreamLog stream_log_;
   std::unique_ptr<pipeline::WorkerPool> pool_;
   std::unique_ptr<service::StreamService> service_;
+  // Hands shared-memory rings to clients; set when there is a unix socket.
+  std::unique_ptr<transport::FdServer> fd_server_;
   std::unique_ptr<transport::GrpcService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   int tcp_port_ = 0;
+  // Serves /metrics; set in Start() when the config turns metrics on.
+  std::unique_ptr<metrics::MetricsExposer> exposer_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Where each dataset of the catalog in force lives.
+  std::vector<metrics::DatasetStorage> storage_ ABSL_GUARDED_BY(mu_);
 };
 
 // Builds the catalog the config names: opens each dataset, creates each

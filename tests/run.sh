@@ -35,6 +35,9 @@ if [ $rc -ne 0 ]; then
   exit $rc
 fi
 
+step "benchmark smoke run (the bench cannot rot)"
+bench/run --smoke --build-dir build
+
 if [ $SANITIZERS -eq 1 ]; then
   step "build with ASan + UBSan"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
@@ -45,7 +48,7 @@ if [ $SANITIZERS -eq 1 ]; then
   step "C++ tests under ASan + UBSan"
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
   step "end-to-end tests against the ASan + UBSan binaries"
-  STOKER_BUILD_DIR="$PWD/build-asan" /usr/bin/python3 -m pytest -q \
+  STOKER_BUILD_DIR="$PWD/build-asan" STOKER_SANITIZED=1 /usr/bin/python3 -m pytest -q \
     -p no:cacheprovider tests/python --deselect tests/python/test_install.py
 fi
 echo "all tests passed"

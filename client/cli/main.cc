@@ -3,6 +3,7 @@
 #include "CLI/CLI.hpp"
 #include "client/cli/dataset_commands.h"
 #include "client/cli/stream_command.h"
+#include "client/cli/top_command.h"
 #include "server/pipeline/jpeg_decoder.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
     return stoker::pipeline::ValidateJpeg(bytes);
   });
   stoker::cli::AddStreamCommand(app);
+  stoker::cli::AddTopCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -49,6 +49,7 @@ int RunStream(const StreamFlags& flags) {
   XXH3_64bits_reset(digest);
   uint64_t samples = 0, batches = 0, skipped = 0, bytes = 0;
   double first_batch_seconds = 0;
+  uint64_t first_batch_samples = 0;
   Clock::time_point last_report = start;
   Batch batch;
   absl::Status status;
@@ -58,6 +59,7 @@ int RunStream(const StreamFlags& flags) {
     if (batches == 0) {
       first_batch_seconds =
           std::chrono::duration<double>(Clock::now() - start).count();
+      first_batch_samples = batch.sample_ids().size();
     }
     ++batches;
     samples += batch.sample_ids().size();
@@ -100,6 +102,12 @@ int RunStream(const StreamFlags& flags) {
         {"seconds", seconds},
         {"samples_per_second", seconds > 0 ? samples / seconds : 0.0},
         {"first_batch_seconds", first_batch_seconds},
+        // The rate after the first batch: the pipeline's steady state.
+        {"steady_samples_per_second",
+         batches > 1 && seconds > first_batch_seconds
+             ? (samples - first_batch_samples) /
+                   (seconds - first_batch_seconds)
+             : 0.0},
         {"content_digest", absl::StrFormat("%016x", hash)},
         {"next_position", {{"epoch", next.epoch}, {"step", next.step}}},
         {"reconnects", (*stream)->reconnects()},

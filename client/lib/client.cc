@@ -1,10 +1,21 @@
 #include "stoker/client.h"
 
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker {
@@ -32,12 +43,29 @@ DType FromProto(v1::DType t) {
   }
 }
 
-absl::StatusOr<v1::Transport> ParseTransport(const std::string& name) {
-  if (name.empty() || name == "grpc") return v1::TRANSPORT_GRPC;
-  if (name == "shm") return v1::TRANSPORT_SHM;
-  if (name == "cuda_ipc") return v1::TRANSPORT_CUDA_IPC;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "transport '", name, "' is unknown; use grpc, shm or cuda_ipc"));
+// "grpc", "shm", "cuda_ipc", "auto" (shm, then grpc), or a comma-separated
+// list of them tried in order.
+absl::StatusOr<std::vector<v1::Transport>> ParseTransports(
+    const std::string& spec) {
+  std::vector<v1::Transport> out;
+  for (absl::string_view name : absl::StrSplit(spec, ',')) {
+    if (name.empty() || name == "grpc") {
+      out.push_back(v1::TRANSPORT_GRPC);
+    } else if (name == "shm") {
+      out.push_back(v1::TRANSPORT_SHM);
+    } else if (name == "cuda_ipc") {
+      out.push_back(v1::TRANSPORT_CUDA_IPC);
+    } else if (name == "auto") {
+      out.push_back(v1::TRANSPORT_SHM);
+      out.push_back(v1::TRANSPORT_GRPC);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "transport '", name,
+          "' is unknown; use grpc, shm, cuda_ipc, auto, or a list like "
+          "cuda_ipc,shm,grpc"));
+    }
+  }
+  return out;
 }
 
 std::string TransportName(v1::Transport t) {
@@ -59,16 +87,152 @@ struct Client::Impl {
   std::unique_ptr<v1::Stoker::Stub> stub;
 };
 
-struct Batch::Message {
-  v1::StreamResponse response;
+// A stream's shared-memory ring, mapped read-only. Batches that view it hold
+// it, so it stays mapped until the last of them is gone.
+struct ShmMapping {
+  const uint8_t* base = nullptr;
+  size_t bytes = 0;
+  uint32_t slots = 0;
+  size_t slot_bytes = 0;
+  ~ShmMapping() {
+    if (base != nullptr) munmap(const_cast<uint8_t*>(base), bytes);
+  }
 };
 
+// Acks of released shm batches, for the stream to send. Shared with the
+// batches, which may outlive the stream; `generation` changes on every
+// reconnect, so a batch of an old ring never acks into a new stream.
+struct ReleaseQueue {
+  std::mutex mu;
+  uint64_t generation = 0;
+  std::vector<v1::StreamRequest> acks;
+};
+
+struct Batch::Message {
+  v1::StreamResponse response;
+  // Set for shm batches: the ring, and the ack its release sends.
+  std::shared_ptr<ShmMapping> shm;
+  std::shared_ptr<ReleaseQueue> release;
+  uint64_t generation = 0;
+  v1::StreamRequest ack;
+
+  ~Message() {
+    if (release == nullptr) return;
+    std::lock_guard<std::mutex> lock(release->mu);
+    if (release->generation == generation) {
+      release->acks.push_back(std::move(ack));
+    }
+  }
+};
+
+// One RPC of a stream. After the header, a reader thread takes messages off
+// the wire as they arrive, so a transfer overlaps the caller's work between
+// Next() calls instead of starting when Next() is called. The queue needs no
+// bound of its own: the daemon never has more than the stream's window of
+// batches unacknowledged.
 struct Stream::Call {
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>>
       rw;
-  bool finished = false;
+  std::shared_ptr<ShmMapping> shm;
+  bool finished = false;  // Finish() was called; touched by the owner only.
+
+  std::thread reader;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Batch::Message>> ready;  // Guarded by mu.
+  bool read_done = false;                             // Guarded by mu.
+
+  void StartReader() {
+    reader = std::thread([this] {
+      for (;;) {
+        auto message = std::make_unique<Batch::Message>();
+        const bool ok = rw->Read(&message->response);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!ok) {
+          read_done = true;
+          cv.notify_all();
+          return;
+        }
+        ready.push_back(std::move(message));
+        cv.notify_all();
+      }
+    });
+  }
+
+  // The next message, or null once the stream has no more.
+  std::unique_ptr<Batch::Message> Pop() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [this] { return !ready.empty() || read_done; });
+    if (ready.empty()) return nullptr;
+    auto message = std::move(ready.front());
+    ready.pop_front();
+    return message;
+  }
+
+  // Ends the RPC: cancels it if asked, waits for the reader, and returns the
+  // status. Call once.
+  grpc::Status End(bool cancel) {
+    if (cancel) context.TryCancel();
+    if (reader.joinable()) reader.join();
+    finished = true;
+    return rw->Finish();
+  }
 };
+
+namespace {
+
+// Fetches and maps a stream's ring: connects to the daemon's fd socket,
+// sends the token and receives the memfd (see ShmRing in stoker.proto).
+absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring) {
+  const int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, ring.fd_socket().c_str(),
+               sizeof(addr.sun_path) - 1);
+  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      send(sock, ring.token().data(), ring.token().size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(ring.token().size())) {
+    const int err = errno;
+    close(sock);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot reach the shm socket ", ring.fd_socket(), ": ",
+                     std::strerror(err)));
+  }
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t got = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  close(sock);
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  if (got != 1 || cmsg == nullptr || cmsg->cmsg_type != SCM_RIGHTS) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "stokerd did not hand over the shared-memory ring on ",
+        ring.fd_socket(), ": this process's user is not the daemon's and "
+        "not in its socket group"));
+  }
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
+  auto mapping = std::make_shared<ShmMapping>();
+  mapping->slots = ring.slots();
+  mapping->slot_bytes = ring.slot_bytes();
+  mapping->bytes = static_cast<size_t>(ring.slots()) * ring.slot_bytes();
+  void* base = mmap(nullptr, mapping->bytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map the shared-memory ring: ", strerror(errno)));
+  }
+  mapping->base = static_cast<const uint8_t*>(base);
+  return mapping;
+}
+
+}  // namespace
 
 Batch::Batch() = default;
 Batch::~Batch() = default;
@@ -143,23 +307,45 @@ absl::StatusOr<std::unique_ptr<Stream>> Client::OpenStream(
 }
 
 Stream::Stream(Client* client, StreamOptions options)
-    : client_(client), options_(std::move(options)) {
+    : client_(client),
+      options_(std::move(options)),
+      release_(std::make_shared<ReleaseQueue>()) {
   position_ = options_.start;
 }
 
 Stream::~Stream() { Cancel(); }
 
 void Stream::Cancel() {
-  if (call_ != nullptr && !call_->finished) {
-    call_->context.TryCancel();
-    call_->rw->Finish();
-    call_->finished = true;
-  }
+  if (call_ != nullptr && !call_->finished) call_->End(/*cancel=*/true);
 }
 
 absl::Status Stream::Open(Clock::time_point deadline) {
-  absl::StatusOr<v1::Transport> transport = ParseTransport(options_.transport);
-  if (!transport.ok()) return transport.status();
+  absl::StatusOr<std::vector<v1::Transport>> transports =
+      ParseTransports(options_.transport);
+  if (!transports.ok()) return transports.status();
+  std::string refusals;
+  for (size_t i = 0; i < transports->size(); ++i) {
+    const v1::Transport transport = (*transports)[i];
+    absl::Status s = OpenWith(transport, deadline);
+    const bool fall_back = absl::IsFailedPrecondition(s) ||
+                           absl::IsPermissionDenied(s);
+    if (!fall_back || i + 1 == transports->size()) {
+      if (s.ok()) {
+        info_.fallbacks = refusals;
+        // A reconnect keeps the transport that worked.
+        options_.transport = TransportName(transport);
+      }
+      return s;
+    }
+    absl::StrAppend(&refusals, refusals.empty() ? "" : "; ",
+                    TransportName(transport), ": ", s.message());
+  }
+  return absl::InternalError("no transport to try");
+}
+
+absl::Status Stream::OpenWith(int transport_number,
+                              Clock::time_point deadline) {
+  const auto transport = static_cast<v1::Transport>(transport_number);
   Cancel();
   const auto wait = deadline - Clock::now();
   if (!client_->impl_->channel->WaitForConnected(
@@ -182,23 +368,40 @@ absl::Status Stream::Open(Clock::time_point deadline) {
   open->set_job_id(options_.job_id);
   open->set_drop_last(options_.drop_last);
   open->set_prefetch(options_.prefetch);
-  open->set_transport(*transport);
+  open->set_transport(transport);
+  open->set_hold(options_.hold);
   open->mutable_start()->set_epoch(position_.epoch);
   open->mutable_start()->set_step(position_.step);
 
   v1::StreamResponse response;
   if (!call_->rw->Write(request) || !call_->rw->Read(&response)) {
-    call_->finished = true;
-    absl::Status s = FromGrpc(call_->rw->Finish());
+    absl::Status s = FromGrpc(call_->End(/*cancel=*/false));
     return s.ok() ? absl::UnavailableError("stream closed while opening") : s;
   }
   if (!response.has_header()) {
     return absl::InternalError("daemon sent no stream header");
   }
   const v1::StreamHeader& h = response.header();
-  info_ = StreamInfo{h.num_samples(), h.steps_per_epoch(),
-                     h.samples_per_epoch(), h.prefetch(),
-                     TransportName(h.transport())};
+  info_.num_samples = h.num_samples();
+  info_.steps_per_epoch = h.steps_per_epoch();
+  info_.samples_per_epoch = h.samples_per_epoch();
+  info_.prefetch = h.prefetch();
+  info_.transport = TransportName(h.transport());
+  {
+    // Batches of an earlier connection must not ack into this one.
+    std::lock_guard<std::mutex> lock(release_->mu);
+    ++release_->generation;
+    release_->acks.clear();
+  }
+  if (h.has_shm()) {
+    auto mapping = MapShmRing(h.shm());
+    if (!mapping.ok()) {
+      Cancel();
+      return mapping.status();
+    }
+    call_->shm = *std::move(mapping);
+  }
+  call_->StartReader();
   last_return_ = Clock::now();
   return absl::OkStatus();
 }
@@ -226,19 +429,30 @@ absl::Status Stream::Reconnect(const absl::Status& cause) {
       position_.epoch, " step ", position_.step, ": ", last.message()));
 }
 
+void Stream::FlushReleased() {
+  std::vector<v1::StreamRequest> acks;
+  {
+    std::lock_guard<std::mutex> lock(release_->mu);
+    acks.swap(release_->acks);
+  }
+  for (const v1::StreamRequest& ack : acks) call_->rw->Write(ack);
+}
+
 absl::Status Stream::Next(Batch* batch) {
+  // The caller is done with the batch it passes in: for shm, this frees its
+  // slot, which the ack below hands back to the daemon.
+  *batch = Batch();
   const Clock::time_point asked = Clock::now();
   for (;;) {
     if (call_ == nullptr || call_->finished) {
       return absl::FailedPreconditionError("stream is closed");
     }
-    auto message = std::make_unique<Batch::Message>();
-    if (call_->rw->Read(&message->response)) {
+    FlushReleased();
+    if (std::unique_ptr<Batch::Message> message = call_->Pop()) {
       if (!message->response.has_batch()) {
         return absl::InternalError("daemon sent a second header");
       }
       const v1::Batch& b = message->response.batch();
-      // Acknowledge: frees a prefetch slot, and reports the data stall.
       const Clock::time_point now = Clock::now();
       v1::StreamRequest ack;
       ack.mutable_ack()->mutable_position()->set_epoch(b.epoch());
@@ -247,8 +461,35 @@ absl::Status Stream::Next(Batch* batch) {
           std::chrono::duration<double>(now - asked).count());
       ack.mutable_ack()->set_busy_seconds(
           std::chrono::duration<double>(asked - last_return_).count());
-      call_->rw->Write(ack);
       last_return_ = now;
+
+      // The bytes the tensors live in: the payload, or the batch's slot.
+      const uint8_t* base =
+          reinterpret_cast<const uint8_t*>(b.payload().data());
+      size_t size = b.payload().size();
+      if (call_->shm != nullptr) {
+        if (b.slot() >= call_->shm->slots) {
+          return absl::DataLossError(absl::StrCat(
+              "batch of epoch ", b.epoch(), " step ", b.step(),
+              " names slot ", b.slot(), " of a ring of ",
+              call_->shm->slots));
+        }
+        base = call_->shm->base + b.slot() * call_->shm->slot_bytes;
+        size = call_->shm->slot_bytes;
+        // Acknowledged when the caller releases the batch: until then the
+        // slot is the caller's.
+        message->shm = call_->shm;
+        message->release = release_;
+        {
+          std::lock_guard<std::mutex> lock(release_->mu);
+          message->generation = release_->generation;
+        }
+        message->ack = std::move(ack);
+      } else {
+        // The bytes are ours now: acknowledge at once, which frees a
+        // prefetch slot and reports the data stall.
+        call_->rw->Write(ack);
+      }
 
       position_ = Position{b.epoch(), b.step() + 1};
       if (position_.step == info_.steps_per_epoch) {
@@ -258,28 +499,35 @@ absl::Status Stream::Next(Batch* batch) {
       batch->skipped_ids_.assign(b.skipped_ids().begin(),
                                  b.skipped_ids().end());
       batch->tensors_.clear();
-      const std::string& payload = b.payload();
       for (const v1::TensorSpec& t : b.tensors()) {
-        if (t.offset() + t.length() > payload.size()) {
+        if (t.offset() + t.length() > size) {
           return absl::DataLossError(absl::StrCat(
               "tensor '", t.name(), "' of epoch ", b.epoch(), " step ",
-              b.step(), " lies outside the payload"));
+              b.step(), " lies outside its batch"));
         }
-        batch->tensors_.push_back(TensorView{
-            t.name(), FromProto(t.dtype()),
-            {t.shape().begin(), t.shape().end()},
-            reinterpret_cast<const uint8_t*>(payload.data()) + t.offset(),
-            t.length()});
+        batch->tensors_.push_back(
+            TensorView{t.name(), FromProto(t.dtype()),
+                       {t.shape().begin(), t.shape().end()},
+                       base + t.offset(), t.length()});
       }
       batch->message_ = std::move(message);
       return absl::OkStatus();
     }
-    call_->finished = true;
-    absl::Status s = FromGrpc(call_->rw->Finish());
+    absl::Status s = FromGrpc(call_->End(/*cancel=*/false));
     if (s.ok()) return absl::OutOfRangeError("end of stream");
     if (s.code() != absl::StatusCode::kUnavailable) return s;
     if (absl::Status r = Reconnect(s); !r.ok()) return r;
   }
+}
+
+absl::Status Client::GetStats(v1::DaemonStats* stats) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  grpc::Status s =
+      impl_->stub->GetStats(&context, v1::GetStatsRequest(), stats);
+  if (!s.ok()) return FromGrpc(s);
+  return absl::OkStatus();
 }
 
 }  // namespace stoker

@@ -68,11 +68,11 @@ const std::vector<KeyDoc>& Keys() {
        "Largest batch, in bytes, a request may ask for."},
       {"metrics", "`off` or map", "off",
        "The Prometheus endpoint; `metrics: {listen: ...}` turns it on. "
-       "Not served by this version yet: stokerd refuses to start with it "
-       "on rather than pretend."},
+       "See docs/observability.md for the metrics it serves."},
       {"metrics.listen", "HOST:PORT", "required",
        "Address of the HTTP endpoint that serves `/metrics`, e.g. "
-       "`127.0.0.1:9464`."},
+       "`127.0.0.1:9464`; port 0 picks a free port. Keep it on loopback "
+       "or a trusted network: it has no authentication."},
       {"datasets", "map of NAME to map", "required",
        "The datasets clients may name, at least one. NAME is letters, "
        "digits, `_`, `-` and `.`, starting with a letter, digit or `_`."},
@@ -83,8 +83,8 @@ const std::vector<KeyDoc>& Keys() {
        "The pipelines clients may name, at least one; NAME as for datasets."},
       {"pipelines.NAME", "list of ops", "required",
        "The ops in order, at least one. A step is `- OP: {ARG: VALUE, ...}`, "
-       "`- OP: VALUE` for an op that takes one value, or `- OP`; see the op "
-       "table."},
+       "`- OP: VALUE` for an op whose table row says it takes a bare value "
+       "(today `layout`), or `- OP` for an op without arguments."},
   };
   return *keys;
 }

@@ -59,7 +59,8 @@ struct StreamSpec {
   uint64_t start_epoch = 0;
   uint64_t start_step = 0;
   double weight = 1.0;
-  std::string transport = "grpc";  // For metrics and logs.
+  std::string transport = "grpc";  // grpc, shm or cuda_ipc.
+  uint32_t hold = 0;  // shm: batches the consumer keeps beyond prefetch.
 };
 
 

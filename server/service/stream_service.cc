@@ -1,5 +1,7 @@
 #include "server/service/stream_service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -126,7 +128,9 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
   }
   const uint32_t prefetch =
       spec.prefetch == 0 ? options_.default_prefetch : spec.prefetch;
-  const uint64_t want = batch_bytes * prefetch;
+  const uint32_t window =
+      prefetch + (spec.transport == "shm" ? std::max<uint32_t>(1, spec.hold) : 0);
+  const uint64_t want = batch_bytes * window;
 
   Stream::Options options;
   options.spec = spec;
@@ -139,7 +143,7 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
   options.on_corrupt = options_.on_corrupt;
   options.counters = CountersFor(spec);
 
-  absl::MutexLock lock(&admission_->mu);
+  absl::ReleasableMutexLock lock(&admission_->mu);
   if (admission_->open_streams >= options_.max_streams) {
     return absl::ResourceExhaustedError(
         absl::StrCat(admission_->open_streams,
@@ -150,7 +154,7 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "memory_budget ", Bytes(options_.memory_budget), " has ",
         Bytes(admission_->bytes_reserved), " in use; this stream asks for ",
-        Bytes(want), " (", prefetch, " batches of ", Bytes(batch_bytes),
+        Bytes(want), " (", window, " batches of ", Bytes(batch_bytes),
         "): lower prefetch or batch_size"));
   }
   const uint64_t id = admission_->next_id++;
@@ -158,10 +162,34 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
   admission_->open_streams += 1;
   options.group = pool_->AddGroup(spec.weight);
   OpenedStream opened;
-  opened.stream = std::make_shared<Stream>(std::move(options));
+  StreamObserver* const observer = observer_;
+  if (observer == nullptr) {
+    opened.stream = std::make_shared<Stream>(std::move(options));
+  } else {
+    // The deleter runs once the last task and the transport let go.
+    const auto opened_at = std::chrono::steady_clock::now();
+    opened.stream = std::shared_ptr<Stream>(
+        new Stream(std::move(options)), [observer, id, opened_at](Stream* s) {
+          StreamSnapshot snap{id, s->spec(), s->steps_per_epoch(), s->stats()};
+          observer->OnClose(snap, s->status(),
+                            std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - opened_at)
+                                .count());
+          delete s;
+        });
+  }
   opened.ticket = std::make_shared<StreamTicket>(admission_, id, want);
   opened.prefetch = prefetch;
+  opened.window = window;
+  opened.batch_bytes = batch_bytes;
   admission_->streams[id] = opened.stream;
+  lock.Release();
+  if (observer != nullptr) {
+    observer->OnOpen(StreamSnapshot{id, opened.stream->spec(),
+                                    opened.stream->steps_per_epoch(),
+                                    opened.stream->stats()},
+                     want);
+  }
   return opened;
 }
 

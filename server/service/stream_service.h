@@ -12,6 +12,7 @@
 #define STOKER_SERVER_SERVICE_STREAM_SERVICE_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -68,7 +69,11 @@ class StreamTicket {
 struct OpenedStream {
   std::shared_ptr<Stream> stream;
   std::shared_ptr<StreamTicket> ticket;  // Shared by the stream's buffers.
-  uint32_t prefetch = 0;                 // Batches in flight allowed.
+  uint32_t prefetch = 0;                 // The prefetch depth granted.
+  // Batches unacknowledged at most, and buffers the transport may hold:
+  // prefetch, plus the consumer's held batches for shm.
+  uint32_t window = 0;
+  size_t batch_bytes = 0;
 };
 
 // What the metrics layer sees of one open stream.
@@ -77,6 +82,18 @@ struct StreamSnapshot {
   StreamSpec spec;
   uint64_t steps_per_epoch = 0;
   StreamStats stats;
+};
+
+// Told of each stream's open and close, one call each (stokerd logs them).
+// OnOpen runs on the opening thread after admission; OnClose on whichever
+// thread lets go of the stream last, once no task of it is left, with its
+// final counts. No lock of the service is held; both must be quick.
+class StreamObserver {
+ public:
+  virtual ~StreamObserver() = default;
+  virtual void OnOpen(const StreamSnapshot& stream, uint64_t reserved_bytes) = 0;
+  virtual void OnClose(const StreamSnapshot& stream, const absl::Status& status,
+                       double seconds_open) = 0;
 };
 
 class StreamService {
@@ -108,6 +125,8 @@ class StreamService {
   // The cumulative counters of every label set seen since start.
   std::vector<std::pair<CounterKey, std::shared_ptr<const StreamCounters>>>
   Counters() const;
+  // `observer` (or nullptr) must outlive every stream opened after this.
+  void SetObserver(StreamObserver* observer) { observer_ = observer; }
   // Counts a stream or request that ended with this status.
   void RecordError(absl::StatusCode code);
   // Errors by status code since start (index: absl::StatusCode).
@@ -130,6 +149,7 @@ class StreamService {
       ABSL_GUARDED_BY(mu_);
   std::array<int64_t, 17> errors_ ABSL_GUARDED_BY(mu_){};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<StreamObserver*> observer_{nullptr};
 };
 
 }  // namespace stoker::service

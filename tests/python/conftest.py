@@ -66,25 +66,33 @@ def write_config(path, dataset_dir, socket, extra=""):
 
 
 class Daemon:
-    """A stokerd subprocess on a unix socket; stopped by PID."""
+    """A stokerd subprocess on a unix socket; stopped by PID. Its log goes to
+    a file beside the socket (a pipe nobody drains would block the daemon
+    once full: it logs every stream open and close)."""
 
     def __init__(self, config, socket):
         self.config = config
         self.socket = Path(socket)
+        self.log_path = self.socket.parent / "stokerd.log"
         self.proc = None
 
     def start(self):
         # A socket file left by a killed daemon stays: stokerd must clear it.
-        self.proc = subprocess.Popen([str(STOKERD), "--config", str(self.config)],
-                                     stderr=subprocess.PIPE, text=True)
+        with open(self.log_path, "a") as log:
+            self.proc = subprocess.Popen(
+                [str(STOKERD), "--config", str(self.config)], stderr=log)
         deadline = time.monotonic() + 30
         while not self._accepting():
             if self.proc.poll() is not None:
-                raise RuntimeError("stokerd exited: " + self.proc.stderr.read())
+                raise RuntimeError("stokerd exited: " + self.log())
             if time.monotonic() > deadline:
                 raise RuntimeError("stokerd did not start listening")
             time.sleep(0.02)
         return self
+
+    def log(self):
+        """Everything the daemon (and its earlier runs) logged."""
+        return self.log_path.read_text()
 
     def _accepting(self):
         with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as s:
@@ -118,6 +126,39 @@ class Daemon:
 def daemon(dataset, tmp_path):
     socket = tmp_path / "stoker.sock"
     d = Daemon(write_config(tmp_path / "stoker.yaml", dataset, socket), socket)
+    d.start()
+    yield d
+    d.stop()
+
+
+# For the Python client's tests (test_client_*.py): the package is imported
+# from the source tree, and a daemon serves more pipelines than `train`.
+
+PYTHON_CLIENT = ROOT / "client" / "python"
+if str(PYTHON_CLIENT) not in sys.path:
+    sys.path.insert(0, str(PYTHON_CLIENT))
+
+CLIENT_PIPELINES = """\
+  half:
+    - decode_jpeg: {}
+    - resize: {size: 24}
+    - center_crop: {size: 20}
+    - normalize: {mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25], dtype: float16}
+    - layout: hwc
+  bytes:
+    - decode_jpeg: {}
+    - random_resized_crop: {size: 16}
+    - normalize: {mean: [0, 0, 0], std: [1, 1, 1], dtype: uint8}
+"""
+
+
+@pytest.fixture
+def client_daemon(dataset, tmp_path):
+    """A stokerd with the `train`, `half` (float16 HWC) and `bytes` (uint8)
+    pipelines on a temp unix socket."""
+    socket = tmp_path / "stoker.sock"
+    d = Daemon(write_config(tmp_path / "stoker.yaml", dataset, socket,
+                            CLIENT_PIPELINES), socket)
     d.start()
     yield d
     d.stop()

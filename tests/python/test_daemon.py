@@ -74,7 +74,7 @@ def test_sigterm_stops_the_daemon_cleanly(daemon):
         daemon.signal(signal.SIGTERM)
         assert daemon.wait(timeout=20) == 0
         assert not daemon.socket.exists()
-        log = daemon.proc.stderr.read()
+        log = daemon.log()
         assert "event=stopping" in log and "event=stopped" in log
     finally:
         client.kill()
@@ -166,7 +166,7 @@ def test_sighup_reloads_and_a_bad_config_keeps_the_old_one(daemon):
     out = stream(daemon, "--batch-size", 5, pipeline="small")
     assert out["samples"] == 30  # The last good config is still in force.
     daemon.stop()
-    log = daemon.proc.stderr.read()
+    log = daemon.log()
     assert "event=reloaded" in log
     assert "event=reload_refused" in log and "decode_jpg" in log
 

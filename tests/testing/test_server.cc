@@ -11,7 +11,8 @@ std::string TestConfigYaml(const std::string& dataset_dir,
                            const std::string& socket,
                            const TestServerOptions& options) {
   return absl::StrCat(
-      "listen: {unix: ", socket, "}\n",
+      options.tcp_only ? "listen: {tcp: \"127.0.0.1:0\"}\n"
+                       : absl::StrCat("listen: {unix: ", socket, "}\n"),
       "workers: ", options.workers, "\n",
       "memory_budget: ", options.memory_budget, "\n",
       "on_corrupt: ", options.on_corrupt, "\n",
@@ -57,7 +58,9 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
   if (!server.ok()) return server.status();
   ts->server_ = *std::move(server);
   if (absl::Status s = ts->server_->Start(); !s.ok()) return s;
-  ts->target_ = ts->server_->unix_target();
+  ts->target_ = options.tcp_only
+                    ? absl::StrCat("127.0.0.1:", ts->server_->tcp_port())
+                    : ts->server_->unix_target();
   return ts;
 }
 

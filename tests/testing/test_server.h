@@ -24,6 +24,8 @@ struct TestServerOptions {
   std::string extra_yaml;
   // An existing dataset dir to serve instead of making one.
   std::string dataset_dir;
+  // Listen on TCP 127.0.0.1:0 only, with no unix socket.
+  bool tcp_only = false;
 };
 
 // Pipelines every test server has:

@@ -84,7 +84,11 @@ struct StreamOptions {
   bool drop_last = false;
   uint32_t prefetch = 0;  // 0: the daemon's default.
   Position start;
+  // grpc, shm, cuda_ipc, "auto" (shm, then grpc), or a list tried in
+  // order, e.g. "cuda_ipc,shm,grpc"; info().transport tells which was used.
   std::string transport = "grpc";
+  // shm: batches the caller keeps alive beyond the one Next() replaces.
+  uint32_t hold = 1;
   // How long Next() keeps reconnecting after the daemon went away.
   std::chrono::milliseconds reconnect_timeout{30000};
   // How long opening may wait for the daemon before Unavailable.
@@ -97,14 +101,21 @@ struct StreamInfo {
   uint64_t steps_per_epoch = 0;
   uint64_t samples_per_epoch = 0;
   uint32_t prefetch = 0;
-  std::string transport;
+  std::string transport;  // The one in use.
+  // Why earlier transports of a fallback list were refused, or empty.
+  std::string fallbacks;
 };
+
+struct ReleaseQueue;
 
 class Stream {
  public:
   ~Stream();
-  // The next batch. OutOfRange after the last one; other errors as the
-  // daemon sent them (NotFound, InvalidArgument, DataLoss, ...).
+  // The next batch, in place of the one `batch` held (which is released:
+  // over shm, its slot goes back to the daemon). OutOfRange after the last
+  // batch; other errors as the daemon sent them (NotFound, DataLoss, ...).
+  // Over shm the tensors are views into the shared ring, valid while the
+  // Batch lives; keep at most StreamOptions::hold batches alive at once.
   absl::Status Next(Batch* batch);
   // Where a new stream would resume: the batch after the last one returned.
   Position position() const { return position_; }
@@ -118,11 +129,17 @@ class Stream {
   struct Call;
   Stream(class Client* client, StreamOptions options);
   absl::Status Open(std::chrono::steady_clock::time_point deadline);
+  absl::Status OpenWith(int transport,
+                        std::chrono::steady_clock::time_point deadline);
   absl::Status Reconnect(const absl::Status& cause);
+  // Sends the acks of shm batches released since the last call.
+  void FlushReleased();
 
   Client* const client_;  // Outlives the stream.
   StreamOptions options_;
   std::unique_ptr<Call> call_;
+  // Acks of released shm batches; shared with the batches.
+  std::shared_ptr<ReleaseQueue> release_;
   StreamInfo info_;
   Position position_;
   std::chrono::steady_clock::time_point last_return_;
@@ -142,6 +159,10 @@ struct PipelineSummary {
   std::vector<std::string> ops;
 };
 
+namespace v1 {
+class DaemonStats;  // proto/stoker/v1/stoker.proto
+}  // namespace v1
+
 class Client {
  public:
   // `target` is a gRPC target: "unix:/path/to.sock" or "host:port".
@@ -152,6 +173,12 @@ class Client {
   absl::StatusOr<std::vector<PipelineSummary>> ListPipelines();
   absl::StatusOr<std::unique_ptr<Stream>> OpenStream(
       const StreamOptions& options);
+
+  // The daemon's counters now (the GetStats call), as `stoker top` reads
+  // them: a stoker.v1.DaemonStats, whose generated header
+  // (stoker/v1/stoker.pb.h) the caller includes. Counters are cumulative:
+  // call twice and take differences for rates.
+  absl::Status GetStats(v1::DaemonStats* stats);
 
  private:
   friend class Stream;

@@ -45,7 +45,10 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   spec.start_epoch = open.start().epoch();
   spec.start_step = open.start().step();
   spec.weight = open.weight() > 0 ? open.weight() : 1.0;
-  spec.transport = "grpc";
+  spec.transport = open.transport() == v1::TRANSPORT_SHM        ? "shm"
+                   : open.transport() == v1::TRANSPORT_CUDA_IPC ? "cuda_ipc"
+                                                                : "grpc";
+  spec.hold = open.hold();
   return spec;
 }
 
@@ -86,18 +89,22 @@ grpc::ByteBuffer SerializeToByteBuffer(
   return grpc::ByteBuffer(&slice, 1);
 }
 
-std::string BatchWirePrefix(const service::ReadyBatch& batch) {
-  v1::Batch meta;
-  meta.set_epoch(batch.epoch);
-  meta.set_step(batch.step);
-  for (uint64_t id : batch.sample_ids) meta.add_sample_ids(id);
-  for (uint64_t id : batch.skipped_ids) meta.add_skipped_ids(id);
+void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out) {
+  out->set_epoch(batch.epoch);
+  out->set_step(batch.step);
+  for (uint64_t id : batch.sample_ids) out->add_sample_ids(id);
+  for (uint64_t id : batch.skipped_ids) out->add_skipped_ids(id);
   for (const service::BatchTensor& t : batch.tensors) {
-    v1::TensorSpec* spec = meta.add_tensors();
+    v1::TensorSpec* spec = out->add_tensors();
     ToProto(t.spec, spec);
     spec->set_offset(t.offset);
     spec->set_length(t.length);
   }
+}
+
+std::string BatchWirePrefix(const service::ReadyBatch& batch) {
+  v1::Batch meta;
+  FillBatchMetadata(batch, &meta);
   const std::string head = meta.SerializeAsString();
   std::string payload_header;
   AppendTag(kBatchPayloadField, &payload_header);

@@ -26,6 +26,9 @@ bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
 grpc::ByteBuffer SerializeToByteBuffer(
     const google::protobuf::MessageLite& message);
 
+// Sets a Batch's epoch, step, sample ids and tensor specs (not the payload).
+void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out);
+
 // The wire bytes of StreamResponse{batch: <batch metadata>, payload: ...}
 // up to, not including, the payload bytes themselves. Sending this followed
 // by the payload slice is byte for byte the serialized message, so the

@@ -1,6 +1,7 @@
 #include "server/transport/grpc/grpc_service.h"
 
 #include "server/transport/grpc/convert.h"
+#include "server/transport/grpc/stats_convert.h"
 #include "server/transport/grpc/stream_reactor.h"
 
 namespace stoker::transport {
@@ -40,7 +41,21 @@ grpc::ServerUnaryReactor* GrpcService::ListPipelines(
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GrpcService::Stream(grpc::CallbackServerContext*) {
-  return new StreamReactor(service_);
+  return new StreamReactor(service_, fd_server_);
+}
+
+grpc::ServerUnaryReactor* GrpcService::GetStats(
+    grpc::CallbackServerContext* context, const v1::GetStatsRequest*,
+    v1::DaemonStats* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!stats_source_) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "this daemon keeps no stats"));
+    return reactor;
+  }
+  ToProto(stats_source_(), response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 }  // namespace stoker::transport

@@ -4,9 +4,13 @@
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_
 #define STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_
 
+#include <functional>
+
 #include <grpcpp/grpcpp.h>
 
+#include "server/metrics/daemon_stats.h"
 #include "server/service/stream_service.h"
+#include "server/transport/shm/fd_server.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker::transport {
@@ -15,12 +19,15 @@ namespace stoker::transport {
 // its messages are still stoker.v1.StreamRequest / StreamResponse.
 using StokerBase = v1::Stoker::WithCallbackMethod_ListDatasets<
     v1::Stoker::WithCallbackMethod_ListPipelines<
-        v1::Stoker::WithRawCallbackMethod_Stream<v1::Stoker::Service>>>;
+        v1::Stoker::WithRawCallbackMethod_Stream<
+            v1::Stoker::WithCallbackMethod_GetStats<v1::Stoker::Service>>>>;
 
 class GrpcService final : public StokerBase {
  public:
-  // `service` must outlive the gRPC server this is registered with.
-  explicit GrpcService(service::StreamService* service) : service_(service) {}
+  // `service` and `fd_server` must outlive the gRPC server this is
+  // registered with. `fd_server` is null when there is no unix socket.
+  GrpcService(service::StreamService* service, FdServer* fd_server)
+      : service_(service), fd_server_(fd_server) {}
 
   grpc::ServerUnaryReactor* ListDatasets(
       grpc::CallbackServerContext* context,
@@ -32,9 +39,20 @@ class GrpcService final : public StokerBase {
       v1::ListPipelinesResponse* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::GetStatsRequest* request,
+                                     v1::DaemonStats* response) override;
+
+  // Where GetStats reads its snapshot; without one it is UNIMPLEMENTED.
+  // REQUIRES: called before the gRPC server starts.
+  void SetStatsSource(std::function<metrics::DaemonStats()> source) {
+    stats_source_ = std::move(source);
+  }
 
  private:
   service::StreamService* const service_;
+  FdServer* const fd_server_;
+  std::function<metrics::DaemonStats()> stats_source_;
 };
 
 }  // namespace stoker::transport

@@ -7,9 +7,9 @@
 // it hands the stream empty buffers while fewer than `prefetch` batches are
 // unacknowledged, and writes finished batches in order.
 //
-// A batch goes out as two slices, the message prefix and the batch buffer
-// itself, so its payload is never copied on the daemon side. gRPC returns the
-// buffer to the stream's BufferPool when it lets go of the slice.
+// Where buffers come from and how a batch is described on the wire is the
+// stream's Delivery (delivery.h): a zero-copy payload slice for the grpc
+// transport, a slot of a shared-memory ring for shm.
 //
 // Thread-safe: reactions and stream callbacks arrive on any thread. Deletes
 // itself in OnDone.
@@ -25,15 +25,19 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/service/stream_service.h"
-#include "server/transport/grpc/buffer_pool.h"
+#include "server/transport/grpc/delivery.h"
+#include "server/transport/shm/fd_server.h"
+#include "stoker/v1/stoker.pb.h"
 
 namespace stoker::transport {
 
 class StreamReactor
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  // `service` outlives every RPC (the server is shut down first).
-  explicit StreamReactor(service::StreamService* service);
+  // `service` and `fd_server` outlive every RPC (the server is shut down
+  // first). `fd_server` is null when the daemon has no unix socket, and then
+  // the shm transport is refused.
+  StreamReactor(service::StreamService* service, FdServer* fd_server);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -45,17 +49,23 @@ class StreamReactor
   void Pump();
   void FinishOnce(const grpc::Status& status);
 
+  // FAILED_PRECONDITION, saying why, for a transport this daemon can't serve.
+  grpc::Status CheckTransport(v1::Transport transport) const;
+
   service::StreamService* const service_;
+  FdServer* const fd_server_;
 
   grpc::ByteBuffer in_;  // Used by one read at a time.
 
   absl::Mutex mu_;
   std::shared_ptr<service::Stream> stream_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<BufferPool> buffers_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Delivery> delivery_ ABSL_GUARDED_BY(mu_);
   uint32_t prefetch_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // The status to finish with once the write in flight completes.
+  std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);  // Valid until OnWriteDone.
   // When the batch being written was handed to gRPC (unset for the header).
   std::optional<std::chrono::steady_clock::time_point> batch_write_started_

@@ -1,0 +1,64 @@
+// DaemonStats: one consistent-enough snapshot of everything stokerd counts,
+// as plain values. The composition root gathers it from the stream service,
+// the worker pool and the storage probe; the Prometheus collector and the
+// GetStats RPC both render it, so /metrics and `stoker top` never disagree.
+//
+// Gathering costs a few mutex acquisitions and copies, at scrape or RPC time;
+// nothing is pushed on the hot path (streams only bump their atomic
+// counters).
+//
+// A value type: not synchronized.
+#ifndef STOKER_SERVER_METRICS_DAEMON_STATS_H_
+#define STOKER_SERVER_METRICS_DAEMON_STATS_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/metrics/storage_probe.h"
+#include "server/pipeline/worker_pool.h"
+#include "server/service/counters.h"
+#include "server/service/stream_service.h"
+
+namespace stoker::metrics {
+
+// The cumulative counters of one label set, read.
+struct LabelStats {
+  service::CounterKey key;
+  int64_t samples = 0;
+  int64_t batches = 0;
+  int64_t bytes = 0;
+  int64_t skipped = 0;
+  int64_t acks = 0;
+  double wait_seconds = 0;
+  double busy_seconds = 0;
+  std::array<service::LatencyHistogram::Snapshot, service::kNumStages> latency;
+};
+
+struct DatasetStorage {
+  std::string dataset;
+  std::string path;
+  StorageDiagnosis diagnosis;
+};
+
+struct DaemonStats {
+  double uptime_seconds = 0;
+  double start_time_seconds = 0;  // Unix time the daemon started.
+  service::StreamService::Stats service;
+  std::vector<service::StreamSnapshot> streams;  // Open streams.
+  std::vector<LabelStats> labels;
+  std::array<int64_t, 17> errors{};  // Index: absl::StatusCode.
+  pipeline::WorkerPool::Stats pool;
+  std::vector<DatasetStorage> storage;
+};
+
+// Reads the counters of every label set `service` has seen.
+std::vector<LabelStats> ReadLabelStats(const service::StreamService& service);
+
+// The name of a status code as gRPC spells it: 5 -> "NOT_FOUND".
+const char* StatusCodeName(int code);
+
+}  // namespace stoker::metrics
+
+#endif  // STOKER_SERVER_METRICS_DAEMON_STATS_H_

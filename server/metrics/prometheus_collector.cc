@@ -1,0 +1,243 @@
+#include "server/metrics/prometheus_collector.h"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
+
+namespace stoker::metrics {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+std::vector<ClientMetric::Label> Labels(const service::CounterKey& key) {
+  return {{"dataset", key.dataset},
+          {"pipeline", key.pipeline},
+          {"job_id", key.job},
+          {"transport", key.transport}};
+}
+
+// Appends families in a fixed order; each Add* returns the new family.
+class Families {
+ public:
+  MetricFamily& Add(std::string name, std::string help, MetricType type) {
+    out_.push_back(MetricFamily{std::move(name), std::move(help), type, {}});
+    return out_.back();
+  }
+
+  void Counter(std::string name, std::string help, double value) {
+    Add(std::move(name), std::move(help), MetricType::Counter)
+        .metric.push_back(CounterMetric({}, value));
+  }
+  void Gauge(std::string name, std::string help, double value) {
+    Add(std::move(name), std::move(help), MetricType::Gauge)
+        .metric.push_back(GaugeMetric({}, value));
+  }
+
+  static ClientMetric CounterMetric(std::vector<ClientMetric::Label> labels,
+                                    double value) {
+    ClientMetric m;
+    m.label = std::move(labels);
+    m.counter.value = value;
+    return m;
+  }
+  static ClientMetric GaugeMetric(std::vector<ClientMetric::Label> labels,
+                                  double value) {
+    ClientMetric m;
+    m.label = std::move(labels);
+    m.gauge.value = value;
+    return m;
+  }
+
+  std::vector<MetricFamily> Take() { return std::move(out_); }
+
+ private:
+  std::vector<MetricFamily> out_;
+};
+
+// Present values of the open streams, summed per label set.
+struct OpenStreams {
+  int streams = 0;
+  int queued = 0;
+  int building = 0;
+};
+
+void AddLabelCounters(const DaemonStats& stats, Families& f) {
+  struct Field {
+    const char* name;
+    const char* help;
+    double (*get)(const LabelStats&);
+  };
+  static constexpr Field kFields[] = {
+      {"stoker_samples_total", "Samples delivered to consumers.",
+       [](const LabelStats& s) { return double(s.samples); }},
+      {"stoker_batches_total", "Batches delivered to consumers.",
+       [](const LabelStats& s) { return double(s.batches); }},
+      {"stoker_bytes_total", "Bytes of batch payload delivered.",
+       [](const LabelStats& s) { return double(s.bytes); }},
+      {"stoker_corrupt_samples_total",
+       "Corrupt samples (bad checksum or undecodable) left out of batches.",
+       [](const LabelStats& s) { return double(s.skipped); }},
+      {"stoker_acks_total", "Batches acknowledged by consumers.",
+       [](const LabelStats& s) { return double(s.acks); }},
+      {"stoker_consumer_wait_seconds_total",
+       "Time consumers waited for batches (the data stall), as they report "
+       "it on each ack.",
+       [](const LabelStats& s) { return s.wait_seconds; }},
+      {"stoker_consumer_busy_seconds_total",
+       "Time consumers spent between their requests (training steps). Stall "
+       "share = rate(wait) / (rate(wait) + rate(busy)).",
+       [](const LabelStats& s) { return s.busy_seconds; }},
+  };
+  for (const Field& field : kFields) {
+    MetricFamily& family = f.Add(field.name, field.help, MetricType::Counter);
+    for (const LabelStats& s : stats.labels) {
+      family.metric.push_back(
+          Families::CounterMetric(Labels(s.key), field.get(s)));
+    }
+  }
+
+  MetricFamily& latency =
+      f.Add("stoker_stage_seconds",
+            "Latency of each stage: read, decode, augment and collate per "
+            "sample (on the worker pool), transfer per batch (the transport "
+            "handing it over).",
+            MetricType::Histogram);
+  const auto& bounds = service::LatencyHistogram::kBounds;
+  for (const LabelStats& s : stats.labels) {
+    for (int stage = 0; stage < service::kNumStages; ++stage) {
+      const service::LatencyHistogram::Snapshot& h = s.latency[stage];
+      ClientMetric m;
+      m.label = Labels(s.key);
+      m.label.push_back(
+          {"stage", service::StageName(static_cast<service::Stage>(stage))});
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < bounds.size(); ++i) {
+        cumulative += h.counts[i];
+        m.histogram.bucket.push_back({cumulative, bounds[i]});
+      }
+      // The serializer adds le="+Inf" with the sample count.
+      m.histogram.sample_count = h.count;
+      m.histogram.sample_sum = h.sum_seconds;
+      latency.metric.push_back(std::move(m));
+    }
+  }
+}
+
+void AddOpenStreams(const DaemonStats& stats, Families& f) {
+  // Every label set ever seen gets a value, 0 once its streams closed, so a
+  // series drops to zero rather than going stale.
+  std::map<service::CounterKey, OpenStreams> open;
+  for (const LabelStats& s : stats.labels) open[s.key];
+  std::set<std::string> jobs;
+  int anonymous_jobs = 0;
+  for (const service::StreamSnapshot& s : stats.streams) {
+    const service::CounterKey key{s.spec.dataset, s.spec.pipeline,
+                                  s.spec.job_id, s.spec.transport};
+    OpenStreams& o = open[key];
+    o.streams += 1;
+    o.queued += s.stats.queued;
+    o.building += s.stats.building;
+    if (s.spec.job_id.empty()) {
+      ++anonymous_jobs;  // A stream without a job id is a job of its own.
+    } else {
+      jobs.insert(s.spec.job_id);
+    }
+  }
+  struct Field {
+    const char* name;
+    const char* help;
+    int OpenStreams::*member;
+  };
+  static constexpr Field kFields[] = {
+      {"stoker_streams_open", "Streams open now.", &OpenStreams::streams},
+      {"stoker_queued_batches",
+       "Finished batches waiting to be handed to the transport (queue depth).",
+       &OpenStreams::queued},
+      {"stoker_building_batches", "Batches being built on the worker pool.",
+       &OpenStreams::building},
+  };
+  for (const Field& field : kFields) {
+    MetricFamily& family = f.Add(field.name, field.help, MetricType::Gauge);
+    for (const auto& [key, o] : open) {
+      family.metric.push_back(
+          Families::GaugeMetric(Labels(key), o.*field.member));
+    }
+  }
+  f.Gauge("stoker_jobs_open",
+          "Jobs with at least one open stream (a stream without a job id "
+          "counts as a job).",
+          static_cast<double>(jobs.size() + anonymous_jobs));
+}
+
+void AddDaemon(const DaemonStats& stats, Families& f) {
+  f.Gauge("stoker_worker_threads", "Threads in the worker pool.",
+          stats.pool.threads);
+  f.Counter("stoker_worker_busy_seconds_total",
+            "Time worker threads spent running tasks, summed over threads. "
+            "Busy ratio = rate(this) / stoker_worker_threads.",
+            stats.pool.busy_ns * 1e-9);
+  f.Counter("stoker_worker_tasks_total", "Tasks the worker pool ran.",
+            static_cast<double>(stats.pool.tasks_run));
+  f.Gauge("stoker_worker_queued_tasks", "Tasks waiting for a worker.",
+          static_cast<double>(stats.pool.queued));
+  f.Gauge("stoker_memory_reserved_bytes",
+          "Bytes reserved by open streams for batches in flight.",
+          static_cast<double>(stats.service.bytes_reserved));
+  f.Gauge("stoker_memory_budget_bytes",
+          "The memory_budget: most bytes all streams may reserve.",
+          static_cast<double>(stats.service.memory_budget));
+
+  MetricFamily& errors =
+      f.Add("stoker_errors_total",
+            "Streams and requests that ended with this status code.",
+            MetricType::Counter);
+  for (int code = 1; code < static_cast<int>(stats.errors.size()); ++code) {
+    errors.metric.push_back(
+        Families::CounterMetric({{"code", StatusCodeName(code)}},
+                                static_cast<double>(stats.errors[code])));
+  }
+
+  MetricFamily& storage =
+      f.Add("stoker_dataset_storage_info",
+            "Where each dataset lives, checked when it loaded: kind is local, "
+            "network or rotational. Anything but local bounds the read rate: "
+            "copy the dataset to the node's local SSD.",
+            MetricType::Gauge);
+  for (const DatasetStorage& d : stats.storage) {
+    storage.metric.push_back(
+        Families::GaugeMetric({{"dataset", d.dataset},
+                               {"fstype", d.diagnosis.fstype},
+                               {"kind", StorageKindName(d.diagnosis.kind)}},
+                              1));
+  }
+  f.Gauge("stoker_start_time_seconds",
+          "Unix time the daemon started, in seconds.",
+          stats.start_time_seconds);
+}
+
+}  // namespace
+
+std::vector<MetricFamily> BuildMetricFamilies(const DaemonStats& stats) {
+  Families f;
+  AddLabelCounters(stats, f);
+  AddOpenStreams(stats, f);
+  AddDaemon(stats, f);
+  return f.Take();
+}
+
+std::string RenderExposition(const DaemonStats& stats) {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, BuildMetricFamilies(stats));
+  return out.str();
+}
+
+std::vector<MetricFamily> StatsCollectable::Collect() const {
+  return BuildMetricFamilies(source_());
+}
+
+}  // namespace stoker::metrics

@@ -1,0 +1,68 @@
+#include "server/metrics/stream_log.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/metrics/daemon_stats.h"
+#include "server/metrics/log.h"
+
+namespace stoker::metrics {
+
+void StreamLog::OnOpen(const service::StreamSnapshot& stream,
+                       uint64_t reserved_bytes) {
+  const service::StreamSpec& s = stream.spec;
+  Log(LogLevel::kInfo, "stream_open",
+      {{"stream", absl::StrCat(stream.id)},
+       {"dataset", s.dataset},
+       {"pipeline", s.pipeline},
+       {"job", s.job_id},
+       {"rank", absl::StrCat(s.rank, "/", s.world_size)},
+       {"transport", s.transport},
+       {"batch_size", absl::StrCat(s.batch_size)},
+       {"prefetch", absl::StrCat(s.prefetch)},
+       {"reserved_bytes", absl::StrCat(reserved_bytes)},
+       {"start", absl::StrCat(s.start_epoch, ":", s.start_step)}});
+}
+
+void StreamLog::OnClose(const service::StreamSnapshot& stream,
+                        const absl::Status& status, double seconds_open) {
+  const service::StreamSpec& s = stream.spec;
+  const service::StreamStats& st = stream.stats;
+  const double consumer = st.wait_seconds + st.busy_seconds;
+  Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "stream_close",
+      {{"stream", absl::StrCat(stream.id)},
+       {"dataset", s.dataset},
+       {"pipeline", s.pipeline},
+       {"job", s.job_id},
+       {"rank", absl::StrCat(s.rank, "/", s.world_size)},
+       {"transport", s.transport},
+       {"status", StatusCodeName(static_cast<int>(status.code()))},
+       {"samples", absl::StrCat(st.samples)},
+       {"batches", absl::StrCat(st.batches)},
+       {"skipped", absl::StrCat(st.skipped)},
+       {"seconds", absl::StrFormat("%.3f", seconds_open)},
+       {"stall_share", consumer > 0
+                           ? absl::StrFormat("%.3f", st.wait_seconds / consumer)
+                           : std::string("-")}});
+}
+
+void LogStorage(const std::string& dataset, const std::string& path,
+                const StorageDiagnosis& d) {
+  if (d.kind == StorageKind::kLocal) {
+    Log(LogLevel::kInfo, "dataset_storage",
+        {{"dataset", dataset},
+         {"path", path},
+         {"fstype", d.fstype},
+         {"kind", StorageKindName(d.kind)},
+         {"device", d.device}});
+    return;
+  }
+  Log(LogLevel::kWarning, "slow_storage",
+      {{"dataset", dataset},
+       {"path", path},
+       {"fstype", d.fstype},
+       {"kind", StorageKindName(d.kind)},
+       {"device", d.device},
+       {"advice", d.advice}});
+}
+
+}  // namespace stoker::metrics

@@ -1,0 +1,104 @@
+// Delivery: the transport-specific half of a stream served over gRPC. The
+// reactor runs the protocol (open, flow control, acks, finish); a Delivery
+// says where batch buffers come from and how a finished batch is described
+// in its StreamResponse.
+//
+//   GrpcDelivery  heap buffers; the batch bytes travel in the message as a
+//                 zero-copy payload slice.
+//   ShmDelivery   slots of a memfd ring the client has mapped; the message
+//                 carries the slot id, and an ack frees the slot.
+//
+// Thread-safe.
+#ifndef STOKER_SERVER_TRANSPORT_GRPC_DELIVERY_H_
+#define STOKER_SERVER_TRANSPORT_GRPC_DELIVERY_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/service/batch.h"
+#include "server/transport/grpc/buffer_pool.h"
+#include "server/transport/shm/fd_server.h"
+#include "server/transport/shm/shm_ring.h"
+#include "stoker/v1/stoker.pb.h"
+
+namespace stoker::transport {
+
+class Delivery {
+ public:
+  virtual ~Delivery() = default;
+  // A buffer for the next batch, or null while none is free.
+  virtual std::unique_ptr<service::BatchBuffer> Take() = 0;
+  // The wire bytes of the StreamResponse for `batch`; takes its buffer.
+  virtual grpc::ByteBuffer Encode(service::ReadyBatch batch) = 0;
+  // The client acknowledged the batch at (epoch, step).
+  virtual void Acked(uint64_t epoch, uint64_t step) = 0;
+  // Whether the stream ends only after the client acknowledged every batch.
+  // True where the client acks on receipt (its last stall report is then
+  // never lost); false for shm, whose client may hold its last batches
+  // after the end: their slots stay valid, since nothing refills them.
+  virtual bool EndAfterLastAck() const = 0;
+  // Adds what the client needs to know to the stream header.
+  virtual void DescribeIn(v1::StreamHeader* header) = 0;
+  // `hook` runs when a buffer comes back other than through an ack; cleared
+  // (and never run again) by ClearReturnHook.
+  virtual void SetReturnHook(std::function<void()> hook) = 0;
+  virtual void ClearReturnHook() = 0;
+};
+
+class GrpcDelivery : public Delivery {
+ public:
+  explicit GrpcDelivery(std::shared_ptr<BufferPool> pool)
+      : pool_(std::move(pool)) {}
+  std::unique_ptr<service::BatchBuffer> Take() override {
+    return pool_->Take();
+  }
+  grpc::ByteBuffer Encode(service::ReadyBatch batch) override;
+  void Acked(uint64_t, uint64_t) override {}
+  bool EndAfterLastAck() const override { return true; }
+  void DescribeIn(v1::StreamHeader* header) override;
+  void SetReturnHook(std::function<void()> hook) override {
+    pool_->SetReturnHook(std::move(hook));
+  }
+  void ClearReturnHook() override { pool_->ClearReturnHook(); }
+
+ private:
+  const std::shared_ptr<BufferPool> pool_;
+};
+
+class ShmDelivery : public Delivery {
+ public:
+  // `fd_server` outlives every stream (the composition root stops the gRPC
+  // server first).
+  ShmDelivery(std::shared_ptr<ShmRing> ring, FdServer* fd_server);
+  ~ShmDelivery() override;
+  std::unique_ptr<service::BatchBuffer> Take() override {
+    return ring_->Take();
+  }
+  grpc::ByteBuffer Encode(service::ReadyBatch batch) override;
+  void Acked(uint64_t epoch, uint64_t step) override;
+  bool EndAfterLastAck() const override { return false; }
+  void DescribeIn(v1::StreamHeader* header) override;
+  void SetReturnHook(std::function<void()>) override {}
+  void ClearReturnHook() override {}
+
+ private:
+  const std::shared_ptr<ShmRing> ring_;
+  FdServer* const fd_server_;
+  const std::string token_;
+
+  absl::Mutex mu_;
+  // The slot of every batch sent and not yet acknowledged.
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> sent_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stoker::transport
+
+#endif  // STOKER_SERVER_TRANSPORT_GRPC_DELIVERY_H_

@@ -1,0 +1,88 @@
+#include "server/transport/grpc/stats_convert.h"
+
+namespace stoker::transport {
+namespace {
+
+void ToProto(const service::StreamSnapshot& s, v1::StreamStats* out) {
+  out->set_id(s.id);
+  out->set_dataset(s.spec.dataset);
+  out->set_pipeline(s.spec.pipeline);
+  out->set_job_id(s.spec.job_id);
+  out->set_transport(s.spec.transport);
+  out->set_rank(s.spec.rank);
+  out->set_world_size(s.spec.world_size);
+  out->set_batch_size(s.spec.batch_size);
+  out->set_prefetch(s.spec.prefetch);
+  out->set_steps_per_epoch(s.steps_per_epoch);
+  out->set_samples(s.stats.samples);
+  out->set_batches(s.stats.batches);
+  out->set_bytes(s.stats.bytes);
+  out->set_skipped(s.stats.skipped);
+  out->set_acks(s.stats.acks);
+  out->set_wait_seconds(s.stats.wait_seconds);
+  out->set_busy_seconds(s.stats.busy_seconds);
+  out->set_queued(s.stats.queued);
+  out->set_building(s.stats.building);
+}
+
+void ToProto(const metrics::LabelStats& s, v1::LabelStats* out) {
+  out->set_dataset(s.key.dataset);
+  out->set_pipeline(s.key.pipeline);
+  out->set_job_id(s.key.job);
+  out->set_transport(s.key.transport);
+  out->set_samples(s.samples);
+  out->set_batches(s.batches);
+  out->set_bytes(s.bytes);
+  out->set_skipped(s.skipped);
+  out->set_acks(s.acks);
+  out->set_wait_seconds(s.wait_seconds);
+  out->set_busy_seconds(s.busy_seconds);
+  for (int i = 0; i < service::kNumStages; ++i) {
+    const service::LatencyHistogram::Snapshot& h = s.latency[i];
+    v1::StageLatency* stage = out->add_stages();
+    stage->set_stage(service::StageName(static_cast<service::Stage>(i)));
+    stage->set_count(h.count);
+    stage->set_sum_seconds(h.sum_seconds);
+    for (uint64_t c : h.counts) stage->add_bucket_counts(c);
+  }
+}
+
+}  // namespace
+
+void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out) {
+  out->set_uptime_seconds(stats.uptime_seconds);
+  out->set_open_streams(stats.service.open_streams);
+  for (const service::StreamSnapshot& s : stats.streams) {
+    ToProto(s, out->add_streams());
+  }
+  for (const metrics::LabelStats& s : stats.labels) {
+    ToProto(s, out->add_labels());
+  }
+  v1::WorkerPoolStats* pool = out->mutable_pool();
+  pool->set_threads(stats.pool.threads);
+  pool->set_busy_ns(stats.pool.busy_ns);
+  pool->set_tasks_run(stats.pool.tasks_run);
+  pool->set_queued(stats.pool.queued);
+  out->mutable_memory()->set_reserved_bytes(stats.service.bytes_reserved);
+  out->mutable_memory()->set_budget_bytes(stats.service.memory_budget);
+  for (const metrics::DatasetStorage& d : stats.storage) {
+    v1::StorageStats* s = out->add_storage();
+    s->set_dataset(d.dataset);
+    s->set_path(d.path);
+    s->set_fstype(d.diagnosis.fstype);
+    s->set_kind(metrics::StorageKindName(d.diagnosis.kind));
+    s->set_device(d.diagnosis.device);
+    s->set_advice(d.diagnosis.advice);
+  }
+  for (size_t code = 1; code < stats.errors.size(); ++code) {
+    if (stats.errors[code] == 0) continue;
+    v1::ErrorCount* e = out->add_errors();
+    e->set_code(metrics::StatusCodeName(static_cast<int>(code)));
+    e->set_count(stats.errors[code]);
+  }
+  for (double b : service::LatencyHistogram::kBounds) {
+    out->add_latency_bounds_seconds(b);
+  }
+}
+
+}  // namespace stoker::transport

@@ -1,0 +1,161 @@
+// The shm transport end to end: the C++ client reading batches in place from
+// the daemon's shared-memory ring.
+#include <dirent.h>
+
+#include <deque>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "stoker/client.h"
+#include "tests/testing/test_server.h"
+
+namespace stoker {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestServer;
+using testing::TestServerOptions;
+
+StreamOptions Options(const std::string& transport) {
+  StreamOptions o;
+  o.dataset = "train";
+  o.pipeline = "train";
+  o.batch_size = 8;
+  o.seed = 3;
+  o.epochs = 2;
+  o.transport = transport;
+  o.open_timeout = std::chrono::seconds(10);
+  return o;
+}
+
+std::string Bytes(const Batch& batch) {
+  std::string bytes;
+  for (const TensorView& t : batch.tensors()) {
+    bytes.append(reinterpret_cast<const char*>(t.data), t.size);
+  }
+  return bytes;
+}
+
+std::vector<std::string> ReadAll(const std::string& target,
+                                 const StreamOptions& o, std::string* used) {
+  auto client = Client::Connect(target);
+  auto stream = client->OpenStream(o);
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  if (!stream.ok()) return {};
+  *used = (*stream)->info().transport;
+  std::vector<std::string> out;
+  Batch batch;
+  absl::Status s;
+  while ((s = (*stream)->Next(&batch)).ok()) out.push_back(Bytes(batch));
+  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;
+  return out;
+}
+
+int OpenFds() {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  while (readdir(dir) != nullptr) ++n;
+  closedir(dir);
+  return n;
+}
+
+class ShmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = TestServer::Start(TestServerOptions{});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  std::unique_ptr<TestServer> server_;
+};
+
+TEST_F(ShmTest, ShmBatchesAreByteIdenticalToGrpcBatches) {
+  std::string used_grpc, used_shm;
+  const auto grpc = ReadAll(server_->target(), Options("grpc"), &used_grpc);
+  const auto shm = ReadAll(server_->target(), Options("shm"), &used_shm);
+  EXPECT_EQ(used_grpc, "grpc");
+  EXPECT_EQ(used_shm, "shm");
+  ASSERT_EQ(grpc.size(), 14u);
+  EXPECT_EQ(grpc, shm);
+}
+
+TEST_F(ShmTest, HeldBatchesKeepTheirSlotsUntilReleased) {
+  StreamOptions o = Options("shm");
+  o.prefetch = 2;
+  o.hold = 2;
+  o.epochs = 3;
+  auto client = Client::Connect(server_->target());
+  auto stream = client->OpenStream(o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::deque<std::pair<Batch, std::string>> held;
+  Batch batch;
+  int read = 0;
+  while ((*stream)->Next(&batch).ok()) {
+    ++read;
+    std::string copy = Bytes(batch);
+    held.emplace_back(std::move(batch), std::move(copy));
+    // While held, a batch's slot is never refilled under it.
+    for (const auto& [b, bytes] : held) ASSERT_EQ(Bytes(b), bytes);
+    if (held.size() > 2) held.pop_front();
+  }
+  EXPECT_EQ(read, 21);
+}
+
+TEST_F(ShmTest, ClientThatLeavesFreesItsRing) {
+  const int fds_before = OpenFds();
+  {
+    auto client = Client::Connect(server_->target());
+    StreamOptions o = Options("shm");
+    o.epochs = 0;
+    auto stream = client->OpenStream(o);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    Batch batch;
+    ASSERT_TRUE((*stream)->Next(&batch).ok());
+    ASSERT_TRUE((*stream)->Next(&batch).ok());
+  }
+  service::StreamService* svc = server_->server()->stream_service();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while ((svc->GetStats().open_streams != 0 || OpenFds() > fds_before) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(svc->GetStats().open_streams, 0u);
+  EXPECT_EQ(svc->GetStats().bytes_reserved, 0u);
+  // The daemon's memfd and the client's connection are closed again.
+  EXPECT_LE(OpenFds(), fds_before);
+}
+
+TEST_F(ShmTest, CudaIpcWithoutGpuDeliveryIsFailedPreconditionWithTheReason) {
+  auto client = Client::Connect(server_->target());
+  auto stream = client->OpenStream(Options("cuda_ipc"));
+  ASSERT_TRUE(absl::IsFailedPrecondition(stream.status())) << stream.status();
+  EXPECT_THAT(std::string(stream.status().message()), HasSubstr("cuda_ipc"));
+}
+
+TEST_F(ShmTest, FallbackListEndsOnTheFirstTransportThatWorks) {
+  auto client = Client::Connect(server_->target());
+  auto stream = client->OpenStream(Options("cuda_ipc,shm,grpc"));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ((*stream)->info().transport, "shm");
+  EXPECT_THAT((*stream)->info().fallbacks, HasSubstr("cuda_ipc: "));
+}
+
+TEST(ShmTcpTest, WithoutAUnixSocketShmIsRefusedAndAutoFallsBackToGrpc) {
+  TestServerOptions options;
+  options.tcp_only = true;
+  auto server = TestServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Client::Connect((*server)->target());
+  auto shm = client->OpenStream(Options("shm"));
+  ASSERT_TRUE(absl::IsFailedPrecondition(shm.status())) << shm.status();
+  EXPECT_THAT(std::string(shm.status().message()), HasSubstr("listen.unix"));
+
+  std::string used;
+  const auto batches = ReadAll((*server)->target(), Options("auto"), &used);
+  EXPECT_EQ(used, "grpc");
+  EXPECT_EQ(batches.size(), 14u);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,157 @@
+// The exposition rendered from synthetic snapshots: names, types, labels,
+// cumulative buckets.
+#include "server/metrics/prometheus_collector.h"
+
+#include <regex>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/metrics/exposition.h"
+
+namespace stoker::metrics {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+service::StreamSnapshot OpenStream(uint64_t id, const std::string& job,
+                                   int queued, int building) {
+  service::StreamSnapshot s;
+  s.id = id;
+  s.spec.dataset = "train";
+  s.spec.pipeline = "aug";
+  s.spec.job_id = job;
+  s.stats.queued = queued;
+  s.stats.building = building;
+  return s;
+}
+
+DaemonStats Synthetic() {
+  DaemonStats d;
+  d.start_time_seconds = 1700000000;
+  LabelStats a;
+  a.key = {"train", "aug", "a", "grpc"};
+  a.samples = 640;
+  a.batches = 10;
+  a.bytes = 1 << 20;
+  a.skipped = 3;
+  a.acks = 9;
+  a.wait_seconds = 1.5;
+  a.busy_seconds = 6.0;
+  // decode: 2 observations at or below 1 ms, 1 above 10 s.
+  auto& decode = a.latency[static_cast<int>(service::Stage::kDecode)];
+  decode.counts[4] = 2;
+  decode.counts[service::LatencyHistogram::kBounds.size()] = 1;
+  decode.count = 3;
+  decode.sum_seconds = 12.0;
+  d.labels.push_back(a);
+  LabelStats idle;
+  idle.key = {"train", "aug", "old", "grpc"};
+  d.labels.push_back(idle);
+  d.streams = {OpenStream(1, "a", 2, 1), OpenStream(2, "a", 1, 3),
+               OpenStream(3, "", 0, 0)};
+  d.service = {3, 3 << 20, 8 << 20};
+  d.errors[static_cast<int>(absl::StatusCode::kDataLoss)] = 4;
+  d.pool = {4, 2'500'000'000, 77, 5};
+  d.storage.push_back({"train",
+                       "/mnt/nfs/train",
+                       {"nfs4", StorageKind::kNetwork, "", "copy it"}});
+  return d;
+}
+
+constexpr char kA[] =
+    R"(dataset="train",pipeline="aug",job_id="a",transport="grpc")";
+constexpr char kOld[] =
+    R"(dataset="train",pipeline="aug",job_id="old",transport="grpc")";
+constexpr char kAnon[] =
+    R"(dataset="train",pipeline="aug",job_id="",transport="grpc")";
+
+TEST(PrometheusCollectorTest, CountersPerLabelSet) {
+  const std::string text = RenderExposition(Synthetic());
+  EXPECT_EQ(Value(text, "stoker_samples_total", kA), 640);
+  EXPECT_EQ(Value(text, "stoker_batches_total", kA), 10);
+  EXPECT_EQ(Value(text, "stoker_bytes_total", kA), 1 << 20);
+  EXPECT_EQ(Value(text, "stoker_corrupt_samples_total", kA), 3);
+  EXPECT_EQ(Value(text, "stoker_acks_total", kA), 9);
+  EXPECT_EQ(Value(text, "stoker_consumer_wait_seconds_total", kA), 1.5);
+  EXPECT_EQ(Value(text, "stoker_consumer_busy_seconds_total", kA), 6.0);
+  EXPECT_EQ(Value(text, "stoker_samples_total", kOld), 0);
+  EXPECT_THAT(text, HasSubstr("# TYPE stoker_samples_total counter"));
+}
+
+TEST(PrometheusCollectorTest, HistogramBucketsAreCumulative) {
+  const std::string text = RenderExposition(Synthetic());
+  const std::string decode = std::string(kA) + R"(,stage="decode")";
+  EXPECT_EQ(
+      Value(text, "stoker_stage_seconds_bucket", decode + R"(,le="0.0005")"),
+      0);
+  EXPECT_EQ(
+      Value(text, "stoker_stage_seconds_bucket", decode + R"(,le="0.001")"), 2);
+  EXPECT_EQ(Value(text, "stoker_stage_seconds_bucket", decode + R"(,le="10")"),
+            2);
+  EXPECT_EQ(
+      Value(text, "stoker_stage_seconds_bucket", decode + R"(,le="+Inf")"), 3);
+  EXPECT_EQ(Value(text, "stoker_stage_seconds_count", decode), 3);
+  EXPECT_EQ(Value(text, "stoker_stage_seconds_sum", decode), 12);
+  for (const char* stage : {"read", "augment", "collate", "transfer"}) {
+    EXPECT_EQ(Value(text, "stoker_stage_seconds_count",
+                    std::string(kA) + ",stage=\"" + stage + "\""),
+              0)
+        << stage;
+  }
+  EXPECT_THAT(text, HasSubstr("# TYPE stoker_stage_seconds histogram"));
+}
+
+TEST(PrometheusCollectorTest, OpenStreamGaugesSumPerLabelSetAndDropToZero) {
+  const std::string text = RenderExposition(Synthetic());
+  EXPECT_EQ(Value(text, "stoker_streams_open", kA), 2);
+  EXPECT_EQ(Value(text, "stoker_queued_batches", kA), 3);
+  EXPECT_EQ(Value(text, "stoker_building_batches", kA), 4);
+  EXPECT_EQ(Value(text, "stoker_streams_open", kAnon), 1);
+  EXPECT_EQ(Value(text, "stoker_streams_open", kOld), 0);
+  // Job "a" and the stream without a job id.
+  EXPECT_EQ(Value(text, "stoker_jobs_open", ""), 2);
+}
+
+TEST(PrometheusCollectorTest, DaemonWideValues) {
+  const std::string text = RenderExposition(Synthetic());
+  EXPECT_EQ(Value(text, "stoker_worker_threads", ""), 4);
+  EXPECT_EQ(Value(text, "stoker_worker_busy_seconds_total", ""), 2.5);
+  EXPECT_EQ(Value(text, "stoker_worker_tasks_total", ""), 77);
+  EXPECT_EQ(Value(text, "stoker_worker_queued_tasks", ""), 5);
+  EXPECT_EQ(Value(text, "stoker_memory_reserved_bytes", ""), 3 << 20);
+  EXPECT_EQ(Value(text, "stoker_memory_budget_bytes", ""), 8 << 20);
+  EXPECT_EQ(Value(text, "stoker_errors_total", R"(code="DATA_LOSS")"), 4);
+  EXPECT_EQ(Value(text, "stoker_errors_total", R"(code="NOT_FOUND")"), 0);
+  EXPECT_THAT(text, Not(HasSubstr(R"(code="OK")")));
+  EXPECT_EQ(Value(text, "stoker_dataset_storage_info",
+                  R"(dataset="train",fstype="nfs4",kind="network")"),
+            1);
+  EXPECT_EQ(Value(text, "stoker_start_time_seconds", ""), 1700000000);
+}
+
+TEST(PrometheusCollectorTest, NamesFollowPrometheusConventions) {
+  for (const prometheus::MetricFamily& f : BuildMetricFamilies(Synthetic())) {
+    EXPECT_EQ(f.name.rfind("stoker_", 0), 0u) << f.name;
+    EXPECT_TRUE(std::regex_match(f.name, std::regex("[a-z_]+"))) << f.name;
+    const bool total = f.name.size() > 6 &&
+                       f.name.compare(f.name.size() - 6, 6, "_total") == 0;
+    EXPECT_EQ(f.type == prometheus::MetricType::Counter, total) << f.name;
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      for (const auto& label : m.label) {
+        // Prometheus keeps `job` for the scrape job.
+        EXPECT_NE(label.name, "job") << f.name;
+      }
+    }
+  }
+}
+
+TEST(PrometheusCollectorTest, EmptyDaemonRenders) {
+  const std::string text = RenderExposition(DaemonStats{});
+  EXPECT_EQ(Value(text, "stoker_jobs_open", ""), 0);
+  EXPECT_THAT(text, HasSubstr("# TYPE stoker_samples_total counter"));
+}
+
+}  // namespace
+}  // namespace stoker::metrics

@@ -1,0 +1,264 @@
+// `stoker top`'s model: the verdict from synthetic stage timings (every
+// verdict reachable), and the view built from two synthetic snapshots.
+#include "client/cli/top_view.h"
+
+#include "client/cli/top_command.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace stoker::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr double kMs = 1e-3;
+
+// A data-bound input (the consumer waits half its time) on 8 workers.
+VerdictInput DataBound(StageTimes t) {
+  VerdictInput in;
+  in.samples_per_second = 1000;
+  in.acks_per_second = 15;
+  in.stall_share = 0.5;
+  in.per_sample = t;
+  in.worker_threads = 8;
+  in.worker_busy_ratio = 0.95;
+  return in;
+}
+
+TEST(DiagnoseTest, NothingMovingIsIdle) {
+  const Verdict v = Diagnose(VerdictInput{});
+  EXPECT_EQ(v.bottleneck, Bottleneck::kIdle);
+  EXPECT_EQ(v.change, "");
+}
+
+TEST(DiagnoseTest, LowStallIsConsumerBound) {
+  VerdictInput in = DataBound({0.1 * kMs, 5 * kMs, 1 * kMs, 1 * kMs, 0});
+  in.stall_share = 0.02;
+  const Verdict v = Diagnose(in);
+  EXPECT_EQ(v.bottleneck, Bottleneck::kConsumer);
+  EXPECT_THAT(v.change, HasSubstr("training loop"));
+  EXPECT_THAT(v.reason, HasSubstr("2%"));
+}
+
+TEST(DiagnoseTest, StallJustAtTheThresholdIsDataBound) {
+  VerdictInput in = DataBound({0.1 * kMs, 5 * kMs, 1 * kMs, 1 * kMs, 0});
+  in.stall_share = kStallThreshold;
+  EXPECT_NE(Diagnose(in).bottleneck, Bottleneck::kConsumer);
+}
+
+TEST(DiagnoseTest, DecodeDominatingIsCpuBound) {
+  const Verdict v = Diagnose(
+      DataBound({0.05 * kMs, 6 * kMs, 1 * kMs, 0.5 * kMs, 0.01 * kMs}));
+  EXPECT_EQ(v.bottleneck, Bottleneck::kCpu);
+  EXPECT_THAT(v.change, HasSubstr("more workers"));
+  EXPECT_THAT(v.change, HasSubstr("fused"));
+  EXPECT_THAT(v.change, HasSubstr("smaller output"));
+  EXPECT_THAT(v.change, Not(HasSubstr("prefetch")));
+}
+
+TEST(DiagnoseTest, CpuBoundWithIdleWorkersSuggestsPrefetch) {
+  VerdictInput in = DataBound({0.05 * kMs, 6 * kMs, 1 * kMs, 0.5 * kMs, 0});
+  in.worker_busy_ratio = 0.3;
+  const Verdict v = Diagnose(in);
+  EXPECT_EQ(v.bottleneck, Bottleneck::kCpu);
+  EXPECT_THAT(v.change, HasSubstr("raise prefetch"));
+}
+
+TEST(DiagnoseTest, ReadsDominatingAreStorageBound) {
+  const Verdict v =
+      Diagnose(DataBound({9 * kMs, 4 * kMs, 1 * kMs, 0.5 * kMs, 0}));
+  EXPECT_EQ(v.bottleneck, Bottleneck::kStorage);
+  EXPECT_THAT(v.change, HasSubstr("local SSD"));
+}
+
+TEST(DiagnoseTest, NetworkStorageTipsAQuarterOfReadTimeToStorageBound) {
+  VerdictInput in = DataBound({2 * kMs, 4 * kMs, 1 * kMs, 1 * kMs, 0});
+  EXPECT_EQ(Diagnose(in).bottleneck, Bottleneck::kCpu);
+  in.storage_kind = "network";
+  const Verdict v = Diagnose(in);
+  EXPECT_EQ(v.bottleneck, Bottleneck::kStorage);
+  EXPECT_THAT(v.reason, HasSubstr("network storage"));
+  in.storage_kind = "rotational";
+  EXPECT_EQ(Diagnose(in).bottleneck, Bottleneck::kStorage);
+}
+
+TEST(DiagnoseTest, SlowHandOverIsTransportBound) {
+  // 8 workers build 8 / 5 ms = 1600 samples/s; the transport hands over
+  // 1 / 1 ms = 1000 samples/s.
+  const Verdict v =
+      Diagnose(DataBound({0.1 * kMs, 4 * kMs, 0.5 * kMs, 0.4 * kMs, 1 * kMs}));
+  EXPECT_EQ(v.bottleneck, Bottleneck::kTransport);
+  EXPECT_THAT(v.change, HasSubstr("shm"));
+  EXPECT_THAT(v.change, HasSubstr("cuda_ipc"));
+}
+
+TEST(DiagnoseTest, SlowHandOverOnShmPointsAtTheConsumerSide) {
+  VerdictInput in =
+      DataBound({0.1 * kMs, 4 * kMs, 0.5 * kMs, 0.4 * kMs, 1 * kMs});
+  in.transport = "shm";
+  const Verdict v = Diagnose(in);
+  EXPECT_EQ(v.bottleneck, Bottleneck::kTransport);
+  EXPECT_THAT(v.change, Not(HasSubstr("use the shm")));
+}
+
+TEST(DiagnoseTest, FastEnoughTransportIsNotTheBottleneck) {
+  // The transport (2000 samples/s) outpaces 8 workers (1600 samples/s).
+  const Verdict v = Diagnose(
+      DataBound({0.1 * kMs, 4 * kMs, 0.5 * kMs, 0.4 * kMs, 0.5 * kMs}));
+  EXPECT_EQ(v.bottleneck, Bottleneck::kCpu);
+}
+
+TEST(DiagnoseTest, EveryVerdictHasAName) {
+  EXPECT_STREQ(BottleneckName(Bottleneck::kIdle), "idle");
+  EXPECT_STREQ(BottleneckName(Bottleneck::kConsumer), "consumer-bound");
+  EXPECT_STREQ(BottleneckName(Bottleneck::kStorage), "storage-bound");
+  EXPECT_STREQ(BottleneckName(Bottleneck::kCpu), "cpu-bound");
+  EXPECT_STREQ(BottleneckName(Bottleneck::kTransport), "transport-bound");
+}
+
+// ---- BuildView over two synthetic GetStats replies. ----
+
+void AddStage(v1::LabelStats* l, const char* name, uint64_t count, double sum) {
+  v1::StageLatency* s = l->add_stages();
+  s->set_stage(name);
+  s->set_count(count);
+  s->set_sum_seconds(sum);
+}
+
+v1::LabelStats* AddLabels(v1::DaemonStats* d, const std::string& job,
+                          uint64_t samples, double wait, double busy,
+                          double decode_sum) {
+  v1::LabelStats* l = d->add_labels();
+  l->set_dataset("train");
+  l->set_pipeline("aug");
+  l->set_job_id(job);
+  l->set_transport("grpc");
+  l->set_samples(samples);
+  l->set_batches(samples / 10);
+  l->set_bytes(samples * 100);
+  l->set_acks(samples / 10);
+  l->set_wait_seconds(wait);
+  l->set_busy_seconds(busy);
+  AddStage(l, "read", samples, samples * 0.0001);
+  AddStage(l, "decode", samples, decode_sum);
+  AddStage(l, "augment", samples, samples * 0.0002);
+  AddStage(l, "collate", samples, samples * 0.0001);
+  AddStage(l, "transfer", samples / 10, samples / 10 * 0.0005);
+  return l;
+}
+
+v1::StreamStats* AddStream(v1::DaemonStats* d, uint64_t id,
+                           const std::string& job, uint64_t samples,
+                           double wait, double busy) {
+  v1::StreamStats* s = d->add_streams();
+  s->set_id(id);
+  s->set_dataset("train");
+  s->set_pipeline("aug");
+  s->set_job_id(job);
+  s->set_transport("grpc");
+  s->set_prefetch(4);
+  s->set_samples(samples);
+  s->set_batches(samples / 10);
+  s->set_bytes(samples * 100);
+  s->set_wait_seconds(wait);
+  s->set_busy_seconds(busy);
+  return s;
+}
+
+v1::DaemonStats Base(double uptime, uint64_t busy_ns) {
+  v1::DaemonStats d;
+  d.set_uptime_seconds(uptime);
+  d.mutable_pool()->set_threads(4);
+  d.mutable_pool()->set_busy_ns(busy_ns);
+  d.mutable_memory()->set_reserved_bytes(1 << 20);
+  d.mutable_memory()->set_budget_bytes(4 << 20);
+  v1::StorageStats* s = d.add_storage();
+  s->set_dataset("train");
+  s->set_fstype("ext4");
+  s->set_kind("local");
+  return d;
+}
+
+TEST(BuildViewTest, RatesStallAndStagesComeFromDeltas) {
+  v1::DaemonStats before = Base(10, 1'000'000'000);
+  AddLabels(&before, "a", 1000, 5, 5, 1000 * 0.004);
+  AddLabels(&before, "gone", 500, 1, 1, 1);  // No change: not shown.
+  AddStream(&before, 1, "a", 1000, 5, 5);
+  v1::DaemonStats after = Base(12, 5'000'000'000);
+  // Job a: 2000 samples more in 2 s, waited 1 s of 4; decode 4 ms/sample.
+  AddLabels(&after, "a", 3000, 6, 8, 1000 * 0.004 + 2000 * 0.004);
+  AddLabels(&after, "gone", 500, 1, 1, 1);
+  AddStream(&after, 1, "a", 2000, 5.5, 6.5);
+  AddStream(&after, 2, "a", 1000, 0.5, 1.5);  // Opened in the interval.
+  after.set_open_streams(2);
+
+  const TopView v = BuildView(before, after);
+  EXPECT_DOUBLE_EQ(v.interval_seconds, 2);
+  EXPECT_DOUBLE_EQ(v.worker_busy_ratio, 4.0 / (2 * 4));
+  EXPECT_EQ(v.open_jobs, 1);
+  ASSERT_EQ(v.streams.size(), 2u);
+  EXPECT_DOUBLE_EQ(v.streams[0].samples_per_second, 500);
+  EXPECT_DOUBLE_EQ(v.streams[0].stall_share, 0.5 / 2);
+  EXPECT_DOUBLE_EQ(v.streams[1].samples_per_second, 500);
+  EXPECT_DOUBLE_EQ(v.streams[1].stall_share, 0.25);
+  ASSERT_EQ(v.jobs.size(), 1u);
+  const JobRow& j = v.jobs[0];
+  EXPECT_EQ(j.job_id, "a");
+  EXPECT_EQ(j.streams, 2);
+  EXPECT_DOUBLE_EQ(j.samples_per_second, 1000);
+  EXPECT_DOUBLE_EQ(j.stall_share, 0.25);
+  EXPECT_NEAR(j.per_sample.decode, 0.004, 1e-12);
+  EXPECT_NEAR(j.per_sample.read, 0.0001, 1e-12);
+  EXPECT_NEAR(j.per_sample.transfer, 0.0005 / 10, 1e-12);
+  EXPECT_EQ(j.verdict.bottleneck, Bottleneck::kCpu);
+  EXPECT_EQ(v.verdict.bottleneck, Bottleneck::kCpu);
+}
+
+TEST(BuildViewTest, ConsumerBoundStreamGivesConsumerVerdictAndJson) {
+  v1::DaemonStats before = Base(1, 0);
+  AddLabels(&before, "t", 100, 0.01, 1, 100 * 0.001);
+  v1::DaemonStats after = Base(2, 100'000'000);
+  AddLabels(&after, "t", 500, 0.02, 2, 500 * 0.001);
+  AddStream(&after, 7, "t", 500, 0.02, 2);
+  const TopView v = BuildView(before, after);
+  EXPECT_EQ(v.verdict.bottleneck, Bottleneck::kConsumer);
+  const nlohmann::json j = ToJson(v);
+  EXPECT_EQ(j["verdict"]["bottleneck"], "consumer-bound");
+  EXPECT_EQ(j["streams"][0]["id"], 7);
+  EXPECT_EQ(j["jobs"][0]["job_id"], "t");
+  EXPECT_DOUBLE_EQ(j["jobs"][0]["samples_per_second"].get<double>(), 400);
+  EXPECT_TRUE(j["jobs"][0]["stages"].contains("decode"));
+  EXPECT_EQ(j["storage"][0]["kind"], "local");
+  EXPECT_EQ(j["workers"]["threads"], 4);
+  const std::string screen = Render(v, "unix:/x.sock");
+  EXPECT_THAT(screen, HasSubstr("VERDICT  consumer-bound"));
+  EXPECT_THAT(screen, HasSubstr("unix:/x.sock"));
+}
+
+TEST(BuildViewTest, NetworkStorageMakesReadHeavyJobStorageBound) {
+  v1::DaemonStats before = Base(1, 0);
+  before.mutable_storage(0)->set_kind("network");
+  v1::LabelStats* l0 = AddLabels(&before, "n", 0, 0, 0, 0);
+  (void)l0;
+  v1::DaemonStats after = Base(2, 3'900'000'000);
+  after.mutable_storage(0)->set_kind("network");
+  v1::LabelStats* l = AddLabels(&after, "n", 100, 0.9, 0.1, 100 * 0.003);
+  l->mutable_stages(0)->set_sum_seconds(100 * 0.002);  // Read: 2 ms.
+  const TopView v = BuildView(before, after);
+  ASSERT_EQ(v.jobs.size(), 1u);
+  EXPECT_EQ(v.jobs[0].verdict.bottleneck, Bottleneck::kStorage);
+  EXPECT_EQ(v.verdict.bottleneck, Bottleneck::kStorage);
+}
+
+TEST(BuildViewTest, NoTrafficIsIdle) {
+  v1::DaemonStats before = Base(1, 0);
+  v1::DaemonStats after = Base(2, 0);
+  const TopView v = BuildView(before, after);
+  EXPECT_TRUE(v.jobs.empty());
+  EXPECT_EQ(v.verdict.bottleneck, Bottleneck::kIdle);
+  EXPECT_THAT(Render(v, "a"), HasSubstr("no stream open"));
+}
+
+}  // namespace
+}  // namespace stoker::cli
