@@ -16,20 +16,8 @@
 #include "tests/testing/images.h"
 
 namespace stoker::testing {
-namespace {
 
 namespace fs = std::filesystem;
-
-uint32_t Hash(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352d;
-  x ^= x >> 15;
-  x *= 0x846ca68b;
-  x ^= x >> 16;
-  return x;
-}
-
-}  // namespace
 
 ScopedTempDir::ScopedTempDir() {
   const char* base = getenv("TMPDIR");
@@ -61,7 +49,7 @@ absl::StatusOr<std::string> MakeTestDataset(const std::string& parent_dir,
                                             int shards, uint32_t seed) {
   const std::string src = absl::StrCat(parent_dir, "/images-", seed);
   for (int i = 0; i < num_samples; ++i) {
-    const uint32_t h = Hash(seed * 100003u + i);
+    const uint32_t h = TestHash(seed * 100003u + i);
     const int width = 40 + h % 81;
     const int height = 40 + (h >> 8) % 81;
     const std::string path =

@@ -6,9 +6,7 @@
 #include <stdexcept>
 
 namespace stoker::testing {
-namespace {
-
-uint32_t Hash(uint32_t x) {
+uint32_t TestHash(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352d;
   x ^= x >> 15;
@@ -17,20 +15,18 @@ uint32_t Hash(uint32_t x) {
   return x;
 }
 
-}  // namespace
-
 std::vector<uint8_t> MakePixels(int width, int height, uint32_t seed,
                                 ColorKind kind) {
   const int channels =
       kind == ColorKind::kGray ? 1 : (kind == ColorKind::kCmyk ? 4 : 3);
   std::vector<uint8_t> px(static_cast<size_t>(width) * height * channels);
-  const double cx = width * (0.3 + (Hash(seed) % 40) / 100.0);
-  const double cy = height * (0.3 + (Hash(seed + 1) % 40) / 100.0);
+  const double cx = width * (0.3 + (TestHash(seed) % 40) / 100.0);
+  const double cy = height * (0.3 + (TestHash(seed + 1) % 40) / 100.0);
   const double radius = std::min(width, height) * 0.25;
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
       const bool in_disc = std::hypot(x - cx, y - cy) < radius;
-      const uint32_t noise = Hash(seed * 7919u + y * 65537u + x) % 16;
+      const uint32_t noise = TestHash(seed * 7919u + y * 65537u + x) % 16;
       for (int c = 0; c < channels; ++c) {
         double v = 255.0 * (c % 2 == 0 ? x / double(width) : y / double(height));
         v = 0.6 * v + 40.0 * c + (in_disc ? 80.0 : 0.0) + noise;

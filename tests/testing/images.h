@@ -11,6 +11,9 @@ namespace stoker::testing {
 
 enum class ColorKind { kRgb, kGray, kCmyk };
 
+// A 32-bit integer hash (lowbias32), for test data drawn from a seed.
+uint32_t TestHash(uint32_t x);
+
 // Pixels of a deterministic test picture (smooth gradients, a few shapes and
 // mild noise, so that it compresses like a photo). RGB: h*w*3 bytes; gray:
 // h*w; CMYK: h*w*4.
