@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "stoker/client.h"
+#include "tests/testing/consume.h"
 #include "tests/testing/test_server.h"
 
 namespace stoker {
@@ -28,27 +29,13 @@ StreamOptions Options(const std::string& transport) {
   return o;
 }
 
-std::string Bytes(const Batch& batch) {
-  std::string bytes;
-  for (const TensorView& t : batch.tensors()) {
-    bytes.append(reinterpret_cast<const char*>(t.data), t.size);
-  }
-  return bytes;
-}
-
+// All batches of a stream, checking that it ended normally.
 std::vector<std::string> ReadAll(const std::string& target,
                                  const StreamOptions& o, std::string* used) {
-  auto client = Client::Connect(target);
-  auto stream = client->OpenStream(o);
-  EXPECT_TRUE(stream.ok()) << stream.status();
-  if (!stream.ok()) return {};
-  *used = (*stream)->info().transport;
-  std::vector<std::string> out;
-  Batch batch;
-  absl::Status s;
-  while ((s = (*stream)->Next(&batch)).ok()) out.push_back(Bytes(batch));
-  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;
-  return out;
+  testing::Consumed c = testing::Consume(target, o);
+  EXPECT_TRUE(absl::IsOutOfRange(c.status)) << c.status;
+  *used = c.transport;
+  return c.batches;
 }
 
 int OpenFds() {
@@ -92,10 +79,10 @@ TEST_F(ShmTest, HeldBatchesKeepTheirSlotsUntilReleased) {
   int read = 0;
   while ((*stream)->Next(&batch).ok()) {
     ++read;
-    std::string copy = Bytes(batch);
+    std::string copy = testing::BatchBytes(batch);
     held.emplace_back(std::move(batch), std::move(copy));
     // While held, a batch's slot is never refilled under it.
-    for (const auto& [b, bytes] : held) ASSERT_EQ(Bytes(b), bytes);
+    for (const auto& [b, bytes] : held) ASSERT_EQ(testing::BatchBytes(b), bytes);
     if (held.size() > 2) held.pop_front();
   }
   EXPECT_EQ(read, 21);

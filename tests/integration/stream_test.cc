@@ -1,7 +1,6 @@
 // End-to-end tests of the daemon over a unix socket in a temp dir: the C++
 // client against an in-process StokerServer.
 #include <algorithm>
-#include <fstream>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -9,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "stoker/client.h"
+#include "tests/testing/consume.h"
 #include "tests/testing/test_server.h"
 
 namespace stoker {
@@ -16,17 +16,10 @@ namespace {
 
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+using testing::Consume;
+using testing::Consumed;
 using testing::TestServer;
 using testing::TestServerOptions;
-
-struct Consumed {
-  std::vector<uint64_t> ids;
-  std::vector<uint64_t> skipped;
-  std::vector<std::string> batches;  // All tensor bytes of each batch.
-  std::vector<std::pair<uint64_t, uint64_t>> positions;
-  Position next;
-  absl::Status status;
-};
 
 StreamOptions Options(uint32_t batch_size, uint64_t epochs = 1) {
   StreamOptions o;
@@ -38,34 +31,6 @@ StreamOptions Options(uint32_t batch_size, uint64_t epochs = 1) {
   o.open_timeout = std::chrono::seconds(10);
   o.reconnect_timeout = std::chrono::seconds(10);
   return o;
-}
-
-Consumed Consume(const std::string& target, const StreamOptions& options,
-                 size_t max_batches = 0) {
-  Consumed out;
-  auto client = Client::Connect(target);
-  auto stream = client->OpenStream(options);
-  if (!stream.ok()) {
-    out.status = stream.status();
-    return out;
-  }
-  Batch batch;
-  while (max_batches == 0 || out.batches.size() < max_batches) {
-    out.status = (*stream)->Next(&batch);
-    if (!out.status.ok()) break;
-    out.ids.insert(out.ids.end(), batch.sample_ids().begin(),
-                   batch.sample_ids().end());
-    out.skipped.insert(out.skipped.end(), batch.skipped_ids().begin(),
-                       batch.skipped_ids().end());
-    std::string bytes;
-    for (const TensorView& t : batch.tensors()) {
-      bytes.append(reinterpret_cast<const char*>(t.data), t.size);
-    }
-    out.batches.push_back(std::move(bytes));
-    out.positions.emplace_back(batch.epoch(), batch.step());
-  }
-  out.next = (*stream)->position();
-  return out;
 }
 
 std::vector<uint64_t> Iota(uint64_t n) {

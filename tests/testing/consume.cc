@@ -1,0 +1,38 @@
+#include "tests/testing/consume.h"
+
+namespace stoker::testing {
+
+std::string BatchBytes(const Batch& batch) {
+  std::string bytes;
+  for (const TensorView& t : batch.tensors()) {
+    bytes.append(reinterpret_cast<const char*>(t.data), t.size);
+  }
+  return bytes;
+}
+
+Consumed Consume(const std::string& target, const StreamOptions& options,
+                 size_t max_batches) {
+  Consumed out;
+  auto client = Client::Connect(target);
+  auto stream = client->OpenStream(options);
+  if (!stream.ok()) {
+    out.status = stream.status();
+    return out;
+  }
+  out.transport = (*stream)->info().transport;
+  Batch batch;
+  while (max_batches == 0 || out.batches.size() < max_batches) {
+    out.status = (*stream)->Next(&batch);
+    if (!out.status.ok()) break;
+    out.ids.insert(out.ids.end(), batch.sample_ids().begin(),
+                   batch.sample_ids().end());
+    out.skipped.insert(out.skipped.end(), batch.skipped_ids().begin(),
+                       batch.skipped_ids().end());
+    out.batches.push_back(BatchBytes(batch));
+    out.positions.emplace_back(batch.epoch(), batch.step());
+  }
+  out.next = (*stream)->position();
+  return out;
+}
+
+}  // namespace stoker::testing

@@ -1,0 +1,35 @@
+// Reads a whole stream (or its first batches) with the C++ client, keeping
+// what integration tests compare: ids, per-batch bytes, positions, status.
+#ifndef STOKER_TESTS_TESTING_CONSUME_H_
+#define STOKER_TESTS_TESTING_CONSUME_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "stoker/client.h"
+
+namespace stoker::testing {
+
+struct Consumed {
+  std::vector<uint64_t> ids;
+  std::vector<uint64_t> skipped;
+  std::vector<std::string> batches;  // All tensor bytes of each batch.
+  std::vector<std::pair<uint64_t, uint64_t>> positions;
+  Position next;
+  std::string transport;  // The transport the stream ended on.
+  absl::Status status;    // Of the open, or of the last Next().
+};
+
+// Opens a stream at `target` and reads `max_batches` batches (0: all).
+Consumed Consume(const std::string& target, const StreamOptions& options,
+                 size_t max_batches = 0);
+
+// All tensor bytes of a batch, in order.
+std::string BatchBytes(const Batch& batch);
+
+}  // namespace stoker::testing
+
+#endif  // STOKER_TESTS_TESTING_CONSUME_H_
