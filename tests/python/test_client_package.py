@@ -73,4 +73,4 @@ def test_train_resnet_example_runs_two_steps_on_cpu(client_daemon):
     assert out.returncode == 0, out.stderr
     assert "step 2: loss" in out.stdout
     assert "done: 2 steps, 16 samples" in out.stdout
-    assert "samples/s over grpc" in out.stdout
+    assert "samples/s over shm" in out.stdout

@@ -47,7 +47,7 @@ def test_yields_dicts_of_cpu_tensors_without_warnings(client_daemon):
             assert (batch.epoch, batch.step) == (0, 0)
             assert len(batch.sample_ids) == 4
             batch["image"].mul_(2)  # Writable in place.
-            assert ld.transport == "grpc"
+            assert ld.transport == "shm"  # auto, on a unix socket.
 
 
 def test_each_for_loop_is_one_epoch_like_a_stream_of_many(client_daemon):

@@ -53,10 +53,11 @@ class Call:
             end = errors.Internal(f"reading the stream failed: {e!r}")
         self._responses.put((None, end))
 
-    def read(self):
+    def read(self, timeout=None):
         """The next parsed response; StopIteration at the end (status OK);
-        grpc.RpcError for any other status."""
-        response, end = self._responses.get()
+        grpc.RpcError for any other status; queue.Empty after `timeout`
+        seconds without one."""
+        response, end = self._responses.get(timeout=timeout)
         if end is not None:
             self._responses.put((None, end))  # Every later read ends too.
             raise end

@@ -11,16 +11,29 @@ class Batch(collections.abc.Mapping):
     array of the batch does. Use ``np.array(batch["image"])`` for a writable
     copy.
 
+    With the shm transport the arrays are read-only views of the batch's
+    slot in the daemon's shared-memory ring (no copy at all). The slot is
+    this batch's until it is released: ``batch.release()`` (idempotent;
+    also ``with batch:``), or when the Batch and every array (or tensor)
+    viewing it have been collected. After release() the arrays stay
+    readable but the daemon may refill the slot with a later batch: copy
+    what must outlive it. Releasing acknowledges the batch to the daemon,
+    which sends at most ``prefetch + hold`` unreleased batches. For other
+    transports release() does nothing.
+
     ``epoch`` and ``step`` give the batch's position; ``sample_ids`` the
     dataset indices of its samples in order; ``skipped_ids`` the samples of
     this step the daemon left out as corrupt. ``nbytes`` is the size of all
     tensors. Safe to read from any thread.
     """
 
-    __slots__ = ("_arrays", "epoch", "step", "sample_ids", "skipped_ids")
+    __slots__ = ("_arrays", "epoch", "step", "sample_ids", "skipped_ids",
+                 "_release", "__weakref__")
 
-    def __init__(self, arrays, epoch, step, sample_ids, skipped_ids):
+    def __init__(self, arrays, epoch, step, sample_ids, skipped_ids,
+                 release=None):
         self._arrays = arrays
+        self._release = release  # A weakref.finalize, for shm.
         self.epoch = epoch
         self.step = step
         self.sample_ids = sample_ids
@@ -34,6 +47,24 @@ class Batch(collections.abc.Mapping):
 
     def __len__(self):
         return len(self._arrays)
+
+    def release(self):
+        """Hands the batch's shm slot back to the daemon (acknowledges the
+        batch). Idempotent; safe from any thread."""
+        release = self._release
+        if release is not None:
+            release()
+
+    @property
+    def released(self):
+        """True once an shm batch was released; always False otherwise."""
+        return self._release is not None and not self._release.alive
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
 
     @property
     def nbytes(self):

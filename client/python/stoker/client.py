@@ -103,16 +103,18 @@ class Client:
 
     def stream(self, dataset, pipeline, batch_size, seed=0, epochs=1, rank=0,
                world_size=1, job_id="", drop_last=False, transport="auto",
-               prefetch=0, start=(0, 0), reconnect_timeout=30.0):
+               prefetch=0, start=(0, 0), reconnect_timeout=30.0, hold=1):
         """Opens a stream of batches; see stoker.Stream. Raises at once if
         the daemon refuses the request (NotFound, InvalidArgument, ...) or
         cannot be reached within `reconnect_timeout` seconds (Unavailable).
+        `hold` (shm only) is how many batches you keep unreleased beyond
+        the one being replaced; the ring has prefetch + hold slots.
         """
         from .stream import Stream, StreamRequest
         request = StreamRequest(
             dataset=dataset, pipeline=pipeline, batch_size=batch_size,
             seed=seed, epochs=epochs, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch)
+            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold)
         return Stream(self, request, transport=transport, start=start,
                       reconnect_timeout=reconnect_timeout)
 

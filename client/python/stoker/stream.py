@@ -2,11 +2,15 @@
 
 One Stream call carries the protocol of proto/stoker/v1/stoker.proto: the
 client sends `open`, the daemon answers a header and then batches; the
-client acknowledges each batch when it hands it to its user, with how long
-the user waited for it (the data stall) and how long the user spent since
-the previous one. The daemon keeps at most `prefetch` batches
+client acknowledges each batch, with how long the user waited for it (the
+data stall) and how long the user spent since the previous one. Over grpc
+a batch is acknowledged when the stream hands it to its user; over shm when
+the user releases it (Batch.release(), or when the Batch and every array
+viewing its slot are collected), since until then the slot is the user's.
+The daemon keeps at most `prefetch` (shm: `prefetch + hold`) batches
 unacknowledged, so acks must flow while batches are read: requests go
-through a queue that gRPC drains on its own thread.
+through a queue that gRPC drains on its own thread, and a release may
+queue its ack from any thread.
 
 The stream tracks its position, the (epoch, step) of the next batch. When
 the connection drops (UNAVAILABLE: the daemon stopped, crashed or
@@ -14,8 +18,11 @@ restarted), the next read reconnects with backoff and reopens at the
 position, so the user sees every batch once, in order. After
 `reconnect_timeout` seconds without success it raises Unavailable.
 """
+import gc
 import numbers
+import queue
 import time
+import weakref
 from collections import namedtuple
 from dataclasses import dataclass
 from typing import Tuple
@@ -48,6 +55,7 @@ class StreamRequest:
     job_id: str = ""
     drop_last: bool = False
     prefetch: int = 0
+    hold: int = 1
 
     def __post_init__(self):
         for name in ("dataset", "pipeline", "job_id"):
@@ -56,7 +64,8 @@ class StreamRequest:
                                  f"{getattr(self, name)!r}")
         for name, top in (("batch_size", _UINT32), ("seed", _UINT64),
                           ("epochs", _UINT64), ("rank", _UINT32),
-                          ("world_size", _UINT32), ("prefetch", _UINT32)):
+                          ("world_size", _UINT32), ("prefetch", _UINT32),
+                          ("hold", _UINT32)):
             object.__setattr__(self, name,
                                _check_int(name, getattr(self, name), top))
 
@@ -69,7 +78,35 @@ class StreamRequest:
         o.drop_last, o.prefetch = bool(self.drop_last), self.prefetch
         o.start.epoch, o.start.step = start
         transport.prepare(o)
+        if transport.ack_on_release:
+            o.hold = self.hold
         return request
+
+
+class _Releases:
+    """Where released shm batches send their acks: the current call, and a
+    generation that changes with every call (or close), so that a batch of
+    an earlier connection's ring never acks into a later one. Shared with
+    the batches, which may outlive the stream. `state` is replaced as a
+    whole, so a release needs no lock (it may run in a finalizer, on any
+    thread); Call.send is thread-safe."""
+
+    __slots__ = ("state",)
+
+    def __init__(self):
+        self.state = (0, None)
+
+    @property
+    def generation(self):
+        return self.state[0]
+
+    def attach(self, call):
+        self.state = (self.state[0] + 1, call)
+
+    def release(self, generation, ack):
+        current, call = self.state
+        if current == generation and call is not None:
+            call.send(ack)
 
 
 def _check_int(name, value, top):
@@ -111,9 +148,19 @@ class Stream:
     daemon's answer (steps_per_epoch, samples_per_epoch, num_samples,
     prefetch, outputs); ``transport`` the transport in use. With transport
     'auto' the stream asks for the best transport this client implements
-    and falls back on FAILED_PRECONDITION (``transport_attempts`` lists what
-    each try got). ``reconnects`` counts
-    reconnections after the daemon went away.
+    (shm for a daemon on a unix socket, then grpc) and falls back on
+    FAILED_PRECONDITION or PERMISSION_DENIED (``transport_attempts`` lists
+    what each try got). ``reconnects`` counts reconnections after the
+    daemon went away.
+
+    Over shm each Batch holds a slot of the ring until it is released:
+    ``batch.release()``, or when the Batch and all arrays viewing it are
+    garbage. The daemon sends at most ``prefetch + hold`` batches that are
+    not released, so a consumer that keeps more than ``hold`` batches
+    alive (beyond the one it works on) makes the stream wait; when every
+    slot of the ring is held for over ``HELD_TIMEOUT`` seconds, so no batch
+    can come, next() raises ResourceExhausted instead of waiting forever
+    (release or copy batches, raise ``hold``, or use transport 'grpc').
 
     Iteration ends after the last batch of the last epoch (never with
     epochs=0) or after close(). A Stream is used by one thread at a time;
@@ -135,6 +182,8 @@ class Stream:
         self.reconnect_timeout = float(reconnect_timeout)
         self._call = None
         self._transport = None
+        self._releases = _Releases()
+        self._held = []  # weakref.finalize of this ring's unreleased batches.
         self._info = None
         self.reconnects = 0
         self.transport_attempts = []
@@ -177,10 +226,12 @@ class Stream:
             if self._closed or call is None:
                 raise StopIteration
             try:
-                response = call.read()
+                response = self._read(call)
             except StopIteration:
                 self.close()
                 raise
+            except errors.ResourceExhausted:
+                raise  # All shm slots held: the stream stays usable.
             except errors.StokerError:
                 self.close()
                 raise
@@ -197,6 +248,36 @@ class Stream:
                 continue
             return self._deliver(call, response, asked)
 
+    HELD_TIMEOUT = 1.0
+
+    def _read(self, call):
+        """call.read(); over shm, ResourceExhausted when every slot of the
+        ring is held by unreleased batches, so that none can arrive."""
+        transport = self._transport
+        if not transport.ack_on_release:
+            return call.read()
+        full_since = None
+        while True:
+            try:
+                return call.read(timeout=0.05)
+            except queue.Empty:
+                pass
+            self._held = [f for f in self._held if f.alive]
+            if len(self._held) < transport.slots:
+                full_since = None
+                continue
+            now = time.monotonic()
+            if full_since is None:
+                full_since = now
+                gc.collect()  # Batches kept alive only by a cycle.
+            elif now - full_since > self.HELD_TIMEOUT:
+                raise errors.ResourceExhausted(
+                    f"all {transport.slots} slots of the shm ring are held "
+                    f"by unreleased batches, so the daemon can send no "
+                    f"more: release() batches (or drop them) or copy what "
+                    f"you keep, open the stream with a larger hold, or use "
+                    f"transport 'grpc'")
+
     def _deliver(self, call, response, asked):
         b = response.batch
         if b is None:
@@ -207,31 +288,44 @@ class Stream:
             raise errors.Internal(
                 f"the daemon sent epoch {b.epoch} step {b.step}, expected "
                 f"epoch {self._position.epoch} step {self._position.step}")
+        transport = self._transport
         try:
-            arrays = self._transport.arrays(response)
+            arrays, owner = transport.arrays(response)
         except errors.StokerError:
             self.close()
             raise
-        # Acknowledge on hand-over: frees a prefetch slot and reports the
-        # consumer's data stall.
         now = time.monotonic()
         ack = pb.StreamRequest()
         ack.ack.position.epoch, ack.ack.position.step = b.epoch, b.step
         ack.ack.wait_seconds = now - asked
         ack.ack.busy_seconds = max(0.0, asked - self._last_return)
-        call.send(ack)
+        release = None
+        if transport.ack_on_release:
+            # The slot is the consumer's until the batch is released: by
+            # Batch.release(), or once the slot array (the base of every
+            # array of the batch) is collected.
+            release = weakref.finalize(owner, _Releases.release,
+                                       self._releases,
+                                       self._releases.generation, ack)
+            release.atexit = False
+            self._held.append(release)
+        else:
+            # Acknowledge on hand-over: frees a prefetch slot and reports
+            # the consumer's data stall.
+            call.send(ack)
         self._last_return = now
         step = b.step + 1
         self._position = (Position(b.epoch + 1, 0)
                           if step >= self._info.steps_per_epoch
                           else Position(b.epoch, step))
         return Batch(arrays, b.epoch, b.step, list(b.sample_ids),
-                     list(b.skipped_ids))
+                     list(b.skipped_ids), release)
 
     def close(self):
         """Ends the stream and frees what the daemon holds for it.
         Idempotent."""
         self._closed = True
+        self._releases.attach(None)
         self._drop_call()
         if self._transport is not None:
             self._transport.close()
@@ -300,7 +394,7 @@ class Stream:
         for i, name in enumerate(self._candidates):
             try:
                 self._open_with(transports.make(name), deadline)
-            except errors.FailedPrecondition as e:
+            except (errors.FailedPrecondition, errors.PermissionDenied) as e:
                 self.transport_attempts.append((name, str(e)))
                 if i + 1 == len(self._candidates):
                     raise
@@ -336,6 +430,9 @@ class Stream:
         h = response.header
         if self._transport is not None:
             self._transport.close()  # The one of the dropped call.
+        # Batches of an earlier call (an old ring) must not ack into this one.
+        self._releases.attach(call)
+        self._held = []
         self._call, self._transport = call, transport
         self._info = StreamInfo(
             num_samples=h.num_samples, steps_per_epoch=h.steps_per_epoch,

@@ -38,12 +38,22 @@ when LOCAL_RANK is set, else the current device. Without drop_last the last
 step of an epoch may leave some ranks with one batch fewer; pass
 drop_last=True with DDP so every rank takes the same number of steps.
 
-Tensors. On the CPU, each tensor is torch.from_numpy over the received
-message (no copy); the message belongs to that batch alone, so writing to
-the tensors in place is harmless. With a CUDA device each tensor is copied
-into pinned host memory and then to the device with non_blocking=True on
-the current stream (torch's pinned-memory cache keeps the host buffer until
-the copy has run).
+Tensors. Over grpc on the CPU, each tensor is torch.from_numpy over the
+received message (no copy); the message belongs to that batch alone, so
+writing to the tensors in place is harmless. Over shm (what transport
+'auto' picks for a daemon on a unix socket) the batch lies in a read-only
+shared-memory slot that the daemon reuses once it is released, so by
+default each tensor is copied out of the slot into its own memory (one
+memcpy) and the slot is released at once: tensors are then ordinary,
+writable and valid for as long as you keep them, as with a DataLoader.
+With ``zero_copy=True`` the CPU tensors are views of the slot instead (no
+copy): they are read-only (writing to them in place crashes the process:
+the mapping is read-only) and valid only until the Loader yields the next
+batch or the loop ends, when the slot goes back to the daemon; ``.clone()``
+what you keep longer. With a CUDA device each tensor is copied into pinned
+host memory and then to the device with non_blocking=True on the current
+stream (torch's pinned-memory cache keeps the host buffer until the copy
+has run); an shm slot is released as soon as it is copied.
 
 A Loader is used by one thread at a time.
 """
@@ -124,13 +134,16 @@ class Loader:
     Arguments are those of Client.stream, plus `device`. `address` may also
     be a stoker.Client. `epochs` is the number of epochs to serve (None or 0:
     no bound); `start` the first position. rank, world_size and job_id
-    default to the distributed context.
+    default to the distributed context. `hold` is as for Client.stream;
+    `zero_copy` (shm on the CPU only) yields views of the shm slot, valid
+    until the next batch, instead of copies (see the module comment).
     """
 
     def __init__(self, address, dataset, pipeline, batch_size, seed=0,
                  epochs=None, rank=None, world_size=None, job_id=None,
                  drop_last=False, transport="auto", prefetch=0, start=(0, 0),
-                 reconnect_timeout=30.0, device=None):
+                 reconnect_timeout=30.0, device=None, hold=1,
+                 zero_copy=False):
         self._stream = None  # For __del__ if checks below fail.
         rank, world_size, job_id = distributed_context(rank, world_size,
                                                        job_id)
@@ -138,7 +151,8 @@ class Loader:
         self._request = StreamRequest(
             dataset=dataset, pipeline=pipeline, batch_size=batch_size,
             seed=seed, epochs=epochs or 0, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch)
+            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold)
+        self._zero_copy = bool(zero_copy)
         self._transport = transport
         candidates(transport, address if isinstance(address, str)
                    else address.address)
@@ -221,7 +235,13 @@ class Loader:
                 self._close_stream()
                 return
             self._position = stream.position
-            yield self._to_torch(batch)
+            try:
+                yield self._to_torch(batch)
+            finally:
+                # Over shm with zero_copy the tensors view the batch's
+                # slot: it goes back to the daemon when the next batch is
+                # asked for or the loop ends (else it is released already).
+                batch.release()
 
     def _stream_at_cursor(self):
         steps = self._steps_per_epoch()
@@ -240,7 +260,7 @@ class Loader:
                 epochs=r.epochs, rank=r.rank, world_size=r.world_size,
                 job_id=r.job_id, drop_last=r.drop_last,
                 transport=self._transport, prefetch=r.prefetch,
-                start=self._position,
+                start=self._position, hold=r.hold,
                 reconnect_timeout=self._reconnect_timeout)
             header_steps = self._stream.info.steps_per_epoch
             if header_steps != steps:
@@ -254,12 +274,17 @@ class Loader:
     def _to_torch(self, batch):
         with warnings.catch_warnings():
             # The arrays view the received message, which is read-only to
-            # numpy but belongs to this batch alone.
+            # numpy but belongs to this batch alone; or an shm slot, which
+            # is copied below unless zero_copy (then documented read-only).
             warnings.filterwarnings("ignore", message=".*not writable.*")
             tensors = {name: torch.from_numpy(array)
                        for name, array in batch.items()}
         if self._device.type == "cuda":
             tensors = {name: self._to_device(t) for name, t in tensors.items()}
+            batch.release()  # Copied out (synchronously, to pinned memory).
+        elif self.stream.transport == "shm" and not self._zero_copy:
+            tensors = {name: t.clone() for name, t in tensors.items()}
+            batch.release()
         return TensorBatch(tensors, batch.epoch, batch.step, batch.sample_ids,
                            batch.skipped_ids)
 

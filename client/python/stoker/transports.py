@@ -7,15 +7,26 @@ Transport is the small piece that knows this: it adds its fields to the open
 request, checks the daemon's header (and maps what it names), turns each
 Batch into arrays, and is closed with its stream.
 
-This client reads `grpc` only. `shm` and `cuda_ipc` are declared, not yet
-implemented: asking for them by name raises FailedPrecondition before
-anything is sent (so the daemon sets up no ring for a client that cannot
-read it), and `auto` skips them. `auto` negotiates: it asks for each
+This client reads `grpc` and `shm`. `cuda_ipc` is declared, not yet
+implemented: asking for it by name raises FailedPrecondition before
+anything is sent, and `auto` skips it. `auto` negotiates: it asks for each
 implemented candidate in order of preference (cuda_ipc, shm, grpc) and
-takes the first that the daemon grants; a FAILED_PRECONDITION answer moves
-on to the next, and Stream.transport says where it ended. Adding a transport
-is one class here with `implemented = True`.
+takes the first that the daemon grants; a FAILED_PRECONDITION or
+PERMISSION_DENIED answer (e.g. the daemon would not hand over the shm ring
+to this user) moves on to the next, and Stream.transport says where it
+ended. Adding a transport is one class here with `implemented = True`.
+
+A transport's `arrays(response)` returns ({name: array}, owner). For a
+transport with `ack_on_release`, `owner` is an ndarray that every array of
+the batch views (their numpy base): the stream acknowledges the batch when
+the batch is released, or when the owner is collected, which happens only
+once the Batch and every array and tensor viewing it are gone. Otherwise
+owner is None and the batch is acknowledged when handed over.
 """
+import mmap
+import os
+import socket
+
 import numpy as np
 
 from . import errors
@@ -50,6 +61,7 @@ class Transport:
     name = ""
     wire = pb.TRANSPORT_UNSPECIFIED
     implemented = True
+    ack_on_release = False
 
     @classmethod
     def suits(cls, address):
@@ -71,7 +83,8 @@ class Transport:
                 f"{granted}")
 
     def arrays(self, response):
-        """{name: numpy array} for a parsed batch Response (see _wire)."""
+        """({name: numpy array}, owner) for a parsed batch Response (see
+        _wire); see the module comment for owner."""
         raise NotImplementedError
 
     def close(self):
@@ -91,26 +104,33 @@ class GrpcTransport(Transport):
             super().attach(header)
 
     def arrays(self, response):
-        batch, raw = response.batch, response.raw
         base, size = response.payload_offset, response.payload_length
-        out = {}
-        for t in batch.tensors:
-            dtype = dtype_of(t.dtype)
-            shape = tuple(t.shape)
-            count = 1
-            for d in shape:
-                count *= d
-            if (t.offset + t.length > size or count < 0 or
-                    count * dtype.itemsize != t.length):
-                raise errors.DataLoss(
-                    f"tensor '{t.name}' of epoch {batch.epoch} step "
-                    f"{batch.step} does not fit the payload: offset "
-                    f"{t.offset}, length {t.length}, shape {list(shape)} "
-                    f"{dtype}, payload {size} bytes")
-            out[t.name] = np.frombuffer(
-                raw, dtype=dtype, count=count,
-                offset=base + t.offset).reshape(shape)
-        return out
+        return _views(response.batch, response.raw, base, size,
+                      "the payload"), None
+
+
+def _views(batch, buffer, base, size, where):
+    """{name: read-only array} of the batch's tensors, each a view of
+    buffer[base + offset:...]; DataLoss when one does not fit in `size`
+    bytes."""
+    out = {}
+    for t in batch.tensors:
+        dtype = dtype_of(t.dtype)
+        shape = tuple(t.shape)
+        count = 1
+        for d in shape:
+            count *= d
+        if (t.offset + t.length > size or count < 0 or
+                count * dtype.itemsize != t.length):
+            raise errors.DataLoss(
+                f"tensor '{t.name}' of epoch {batch.epoch} step "
+                f"{batch.step} does not fit {where}: offset "
+                f"{t.offset}, length {t.length}, shape {list(shape)} "
+                f"{dtype}, {where} {size} bytes")
+        out[t.name] = np.frombuffer(
+            buffer, dtype=dtype, count=count,
+            offset=base + t.offset).reshape(shape)
+    return out
 
 
 class _NotYetTransport(Transport):
@@ -125,13 +145,94 @@ class _NotYetTransport(Transport):
             f"client cannot read yet; use transport 'grpc' or 'auto'")
 
 
-class ShmTransport(_NotYetTransport):
+class ShmTransport(Transport):
+    """Tensors lie in a slot of the stream's shared-memory ring, which this
+    transport maps read-only when the stream opens; each array is a view
+    of the slot (no copy). The slot stays the client's until the batch is
+    released (see Stream and Batch.release)."""
+
     name = "shm"
     wire = pb.TRANSPORT_SHM
+    ack_on_release = True
+
+    def __init__(self):
+        self._map = None
+        self._slots = 0
+        self._slot_bytes = 0
 
     @classmethod
     def suits(cls, address):
         return is_local(address)
+
+    def attach(self, header):
+        super().attach(header)
+        ring = header.shm
+        if not header.HasField("shm") or ring.slots == 0:
+            raise errors.Internal("the daemon granted transport shm without "
+                                  "a ring")
+        self._map = map_ring(ring)
+        self._slots, self._slot_bytes = ring.slots, ring.slot_bytes
+
+    def arrays(self, response):
+        batch = response.batch
+        if self._map is None:
+            raise errors.FailedPrecondition("the shm ring is not mapped")
+        if batch.slot >= self._slots:
+            raise errors.DataLoss(
+                f"batch of epoch {batch.epoch} step {batch.step} names slot "
+                f"{batch.slot} of a ring of {self._slots}")
+        # The slot as one array: every tensor's numpy base, so it lives as
+        # long as any view of the batch does (and keeps the mapping alive).
+        slot = np.frombuffer(self._map, dtype=np.uint8,
+                             count=self._slot_bytes,
+                             offset=batch.slot * self._slot_bytes)
+        return _views(batch, slot, 0, self._slot_bytes,
+                      f"slot {batch.slot}"), slot
+
+    @property
+    def slots(self):
+        return self._slots
+
+    def close(self):
+        # Unmapped once the last array of its batches is gone (a mapping
+        # with views cannot be closed; dropping it is enough).
+        self._map = None
+
+
+def map_ring(ring):
+    """Fetches a stream's ring descriptor from the daemon's fd socket (see
+    ShmRing in stoker.proto) and maps it read-only. FailedPrecondition if
+    the socket cannot be reached, PermissionDenied if the daemon refuses to
+    hand the descriptor over."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            sock.settimeout(10.0)
+            sock.connect(ring.fd_socket)
+            sock.sendall(ring.token)
+            _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+        except OSError as e:
+            raise errors.FailedPrecondition(
+                f"cannot reach the shm socket {ring.fd_socket}: "
+                f"{e.strerror or e}") from None
+    finally:
+        sock.close()
+    if not fds:
+        raise errors.PermissionDenied(
+            f"stokerd did not hand over the shared-memory ring on "
+            f"{ring.fd_socket}: this process's user is not the daemon's and "
+            f"not in its socket group")
+    for extra in fds[1:]:
+        os.close(extra)
+    try:
+        return mmap.mmap(fds[0], ring.slots * ring.slot_bytes,
+                         flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    except (OSError, ValueError, OverflowError) as e:
+        raise errors.ResourceExhausted(
+            f"cannot map the shared-memory ring ({ring.slots} slots of "
+            f"{ring.slot_bytes} bytes): {e}") from None
+    finally:
+        os.close(fds[0])
 
 
 class CudaIpcTransport(_NotYetTransport):
@@ -179,7 +280,7 @@ def candidates(name, address):
     if not TRANSPORTS[name].implemented:
         raise errors.FailedPrecondition(
             f"transport '{name}' is not implemented in this Python client "
-            f"yet; use 'grpc' or 'auto'")
+            f"yet; use 'shm', 'grpc' or 'auto'")
     return [name]
 
 

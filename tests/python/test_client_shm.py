@@ -1,0 +1,153 @@
+"""The Python client over the shm transport against a real stokerd: same
+bytes as the CLI and grpc, zero-copy views of the ring, slots held until
+their batch is released."""
+import gc
+import json
+import mmap
+import time
+
+import numpy as np
+import pytest
+import xxhash
+
+import stoker
+from conftest import STOKER, run
+
+
+def cli_digest(daemon, *args):
+    out = run([STOKER, "stream", "--address", daemon.address, "--json",
+               "--quiet", *args])
+    return json.loads(out.stdout.strip().splitlines()[-1])["content_digest"]
+
+
+def digest(stream):
+    # Each batch is hashed and dropped before the next: its slot goes back.
+    h = xxhash.xxh3_64()
+    for batch in stream:
+        for array in batch.values():
+            h.update(array)
+    return h.hexdigest()
+
+
+def test_same_bytes_as_the_cli_over_shm_and_as_grpc(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    args = dict(batch_size=3, seed=2, epochs=2)
+    with client.stream("train", "bytes", transport="shm", **args) as s:
+        assert s.transport == "shm"
+        shm = digest(s)
+    with client.stream("train", "bytes", transport="grpc", **args) as s:
+        grpc = digest(s)
+    cli = cli_digest(client_daemon, "--transport", "shm", "--dataset",
+                     "train", "--pipeline", "bytes", "--batch-size", 3,
+                     "--seed", 2, "--epochs", 2)
+    assert shm == grpc == cli
+
+
+def test_arrays_are_read_only_views_of_the_shared_ring(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "train", batch_size=4,
+                       transport="shm") as s:
+        batch = next(s)
+        image, label = batch["image"], batch["label"]
+        assert not image.flags.writeable and not label.flags.writeable
+        # Both view one slot array, which views the mapping: no copy.
+        assert image.base is label.base
+        slot = image.base
+        assert isinstance(slot, np.ndarray) and slot.dtype == np.uint8
+        assert not slot.flags.owndata
+        assert np.shares_memory(slot, image) and np.shares_memory(slot, label)
+        owner = slot.base
+        assert isinstance(owner, (mmap.mmap, memoryview))
+        if isinstance(owner, memoryview):
+            assert owner.readonly and isinstance(owner.obj, mmap.mmap)
+        with pytest.raises(ValueError):
+            image[0] = 0
+        assert not batch.released
+        batch.release()
+        batch.release()  # Idempotent.
+        assert batch.released
+
+
+def test_held_batches_keep_their_bytes(client_daemon):
+    # prefetch 2 + hold 2: four slots. Keeping the last two batches alive
+    # while reading on, their slots must not be refilled.
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "bytes", batch_size=2, epochs=2, prefetch=2,
+                       hold=2, transport="shm") as s:
+        assert s.info.prefetch == 2
+        kept = []  # (batch, bytes when received)
+        seen = 0
+        for batch in s:
+            seen += 1
+            kept.append((batch, {k: v.tobytes() for k, v in batch.items()}))
+            for held, snapshot in kept:
+                for name, array in held.items():
+                    assert array.tobytes() == snapshot[name], (
+                        held.position, name)
+            if len(kept) > 2:
+                kept.pop(0)
+        assert seen == 30
+
+
+def test_released_batches_give_their_slots_back(client_daemon):
+    # Ten times more batches than slots (prefetch 1 + hold 1): only
+    # releases keep the stream going.
+    client = stoker.Client(client_daemon.address)
+    start = time.monotonic()
+    ids = []
+    with client.stream("train", "bytes", batch_size=1, epochs=1, prefetch=1,
+                       hold=1, transport="shm") as s:
+        for batch in s:
+            ids += batch.sample_ids
+            with batch:  # Releases on exit; batch stays referenced.
+                assert batch["image"].shape[0] == 1
+            assert batch.released
+    assert sorted(ids) == list(range(30))
+    assert time.monotonic() - start < 15
+
+
+def test_garbage_batches_release_their_slots_too(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "bytes", batch_size=1, epochs=1, prefetch=1,
+                       hold=1, transport="shm") as s:
+        assert len([b.position for b in s]) == 30
+
+
+def test_holding_every_slot_raises_instead_of_waiting_forever(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "bytes", batch_size=1, epochs=1, prefetch=1,
+                       hold=1, transport="shm") as s:
+        kept = [next(s), next(s)]  # Both slots of the ring.
+        with pytest.raises(stoker.ResourceExhausted):
+            next(s)
+        # Releasing one lets the stream go on, in order.
+        kept.pop(0).release()
+        assert next(s).position == (0, 2)
+    del kept
+    gc.collect()
+
+
+def test_auto_ends_on_shm_and_says_so(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "train", batch_size=4) as s:
+        assert s.transport == "shm" and s.info.transport == "shm"
+        assert s.transport_attempts == [("shm", None)]
+        assert len(list(b.position for b in s)) == 8
+
+
+def test_loader_over_shm_gives_writable_copies_or_zero_copy_views(
+        client_daemon):
+    torch = pytest.importorskip("torch")
+    from stoker.torch import Loader
+    args = dict(dataset="train", pipeline="bytes", batch_size=4, seed=5,
+                rank=0, world_size=1, job_id="", epochs=1, transport="shm")
+    with Loader(client_daemon.address, **args) as ld:
+        copies = list(ld)  # All kept: copies hold no slot.
+        assert ld.transport == "shm"
+        copies[0]["image"].add_(1)  # Writable.
+    with Loader(client_daemon.address, zero_copy=True, **args) as ld:
+        views = []
+        for batch in ld:
+            views.append((batch.position, batch["image"].clone()))
+    assert [(b.position) for b in copies] == [p for p, _ in views]
+    assert torch.equal(copies[1]["image"], views[1][1])
