@@ -160,6 +160,9 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   so.max_prefetch = o.limits.max_prefetch;
   so.default_prefetch = o.limits.default_prefetch;
   so.max_streams = o.limits.max_streams;
+  so.max_streams_per_peer = o.limits.max_streams_per_peer;
+  so.admission_wait_seconds = o.limits.admission_wait_seconds;
+  so.share_lag_window = o.sharing.lag_window;
   so.max_batch_bytes = o.limits.max_batch_bytes;
   so.memory_budget = o.memory_budget;
   so.on_corrupt = o.on_corrupt == config::OnCorrupt::kFail
@@ -167,6 +170,7 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
                       : service::OnCorrupt::kSkip;
   server->service_ = std::make_unique<service::StreamService>(
       server->pool_.get(), so, *std::move(catalog));
+  server->service_->SetJobWeights(o.job_weights);
   if (!o.listen.unix_path.empty()) {
     server->fd_server_ = std::make_unique<transport::FdServer>(
         o.listen.unix_path + ".shm", o.listen.unix_mode,
@@ -198,9 +202,12 @@ absl::Status StokerServer::Start() {
   grpc::ServerBuilder builder;
   const config::ListenOptions& listen = options_.listen;
   if (!listen.unix_path.empty()) {
+    // Accepted here, not by gRPC, so that each stream knows its peer's uid.
     if (absl::Status s = ClearStaleSocket(listen.unix_path); !s.ok()) return s;
-    builder.AddListeningPort("unix:" + listen.unix_path,
-                             grpc::InsecureServerCredentials());
+    auto acceptor = transport::UnixAcceptor::Listen(listen.unix_path);
+    if (!acceptor.ok()) return acceptor.status();
+    unix_acceptor_ = *std::move(acceptor);
+    grpc_service_->SetUnixAcceptor(unix_acceptor_.get());
   }
   if (!listen.tcp.empty()) {
     builder.AddListeningPort(listen.tcp, grpc::InsecureServerCredentials(),
@@ -222,6 +229,7 @@ absl::Status StokerServer::Start() {
   }
   if (!listen.unix_path.empty()) {
     if (absl::Status s = SetSocketAccess(listen); !s.ok()) return s;
+    unix_acceptor_->Start(server_.get());
   }
   Log(LogLevel::kInfo, "listening",
       {{"unix", listen.unix_path},
@@ -241,6 +249,7 @@ void StokerServer::Stop() {
   // First, so that no scrape reads a daemon being taken apart.
   if (exposer_ != nullptr) exposer_->Stop();
   if (service_ != nullptr) service_->Shutdown();
+  if (unix_acceptor_ != nullptr) unix_acceptor_->Stop();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(5));
@@ -260,6 +269,7 @@ absl::Status StokerServer::Reload(const config::ServerOptions& options) {
   std::vector<metrics::DatasetStorage> storage =
       ProbeStorage(options, storage_probe_);
   service_->SetCatalog(*std::move(catalog));
+  service_->SetJobWeights(options.job_weights);
   absl::MutexLock lock(&mu_);
   storage_ = std::move(storage);
   return absl::OkStatus();

@@ -84,6 +84,7 @@ class StokerServer {
   // Hands shared-memory rings to clients; set when there is a unix socket.
   std::unique_ptr<transport::FdServer> fd_server_;
   std::unique_ptr<transport::GrpcService> grpc_service_;
+  std::unique_ptr<transport::UnixAcceptor> unix_acceptor_;
   std::unique_ptr<grpc::Server> server_;
   int tcp_port_ = 0;
   // Serves /metrics; set in Start() when the config turns metrics on.

@@ -62,6 +62,8 @@ class ConfigReader {
   void ReadOnCorrupt(const MapEntry& entry);
   void ReadLimits(const MapEntry& entry);
   void ReadMetrics(const MapEntry& entry);
+  void ReadSharing(const MapEntry& entry);
+  void ReadJobs(const MapEntry& entry);
 
   const fs::path base_dir_;
   Diagnostics diag_;
@@ -98,6 +100,10 @@ absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
       ReadLimits(entry);
     } else if (entry.key == "metrics") {
       ReadMetrics(entry);
+    } else if (entry.key == "sharing") {
+      ReadSharing(entry);
+    } else if (entry.key == "jobs") {
+      ReadJobs(entry);
     } else if (entry.key == "datasets") {
       options_.datasets = internal::ReadDatasets(entry, base_dir_, diag_);
     } else if (entry.key == "pipelines") {
@@ -217,6 +223,14 @@ void ConfigReader::ReadLimits(const MapEntry& entry) {
       if (auto size = ReadSize(e, key, diag_)) limits.max_batch_bytes = *size;
       continue;
     }
+    if (e.key == "admission_wait") {
+      if (auto s = internal::ReadNumber(e, key, 0, 86400,
+                                        "a number of seconds from 0 to 86400",
+                                        diag_)) {
+        limits.admission_wait_seconds = *s;
+      }
+      continue;
+    }
     const std::optional<uint32_t> count = ReadCount(e, key, diag_);
     if (!count) continue;
     if (e.key == "max_batch_size") limits.max_batch_size = *count;
@@ -244,6 +258,42 @@ void ConfigReader::ReadLimits(const MapEntry& entry) {
         limits.max_prefetch);
   check("max_streams_per_peer", limits.max_streams_per_peer, "max_streams",
         limits.max_streams);
+}
+
+void ConfigReader::ReadSharing(const MapEntry& entry) {
+  if (!ExpectMap(entry, "sharing", "{lag_window: 8}", diag_)) return;
+  for (const MapEntry& e :
+       ReadMap(entry.value, "sharing", AllowedKeys("sharing"), diag_)) {
+    if (e.key == "lag_window") {
+      if (auto n = ReadCount(e, "sharing.lag_window", diag_)) {
+        options_.sharing.lag_window = *n;
+      }
+    }
+  }
+}
+
+void ConfigReader::ReadJobs(const MapEntry& entry) {
+  if (!ExpectMap(entry, "jobs", "{sweep-1: {weight: 2}}", diag_)) return;
+  for (const MapEntry& job : ReadMap(entry.value, "jobs", diag_)) {
+    const std::string section = absl::StrCat("jobs.", job.key);
+    if (!ExpectMap(job, section, "{weight: 2}", diag_)) continue;
+    bool has_weight = false;
+    for (const MapEntry& e :
+         ReadMap(job.value, section, AllowedKeys("jobs.JOB"), diag_)) {
+      if (e.key != "weight") continue;
+      has_weight = true;
+      if (auto w = internal::ReadNumber(e, absl::StrCat(section, ".weight"),
+                                        1e-3, 1e6,
+                                        "a number from 0.001 to 1000000",
+                                        diag_)) {
+        options_.job_weights[job.key] = *w;
+      }
+    }
+    if (!has_weight) {
+      diag_.Error(job.value_mark,
+                  absl::StrCat(section, " has no weight; expected {weight: 2}"));
+    }
+  }
 }
 
 void ConfigReader::ReadMetrics(const MapEntry& entry) {

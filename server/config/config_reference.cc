@@ -61,11 +61,25 @@ const std::vector<KeyDoc>& Keys() {
       {"limits.max_streams", "integer >= 1", "",
        "Streams open at once across all clients."},
       {"limits.max_streams_per_peer", "integer >= 1", "",
-       "Streams one client process may hold at once; at most "
-       "`limits.max_streams`. Checked, not yet enforced: today only "
-       "`limits.max_streams` bounds streams."},
+       "Streams one peer may hold at once; at most `limits.max_streams`. "
+       "On the unix socket a peer is a uid (from the socket's peer "
+       "credentials); over TCP, an IP address."},
+      {"limits.admission_wait", "seconds, 0 to 86400", "",
+       "How long a new stream waits for memory budget, or for its rank's "
+       "previous stream to end, before it is refused; a request's "
+       "`open_timeout` or deadline may shorten it."},
       {"limits.max_batch_bytes", "size", "",
        "Largest batch, in bytes, a request may ask for."},
+      {"sharing", "map", "", "Shared preprocessing runs (streams opened "
+       "with `share: true`)."},
+      {"sharing.lag_window", "integer >= 1", "",
+       "Batches a consumer of a shared run may fall behind the fastest one "
+       "before it is detached onto a run of its own."},
+      {"jobs", "map of JOB_ID to map", "none",
+       "Per-job settings, by the job id clients send."},
+      {"jobs.JOB.weight", "number > 0", "1, or the job's request",
+       "The job's fair share of the worker pool; overrides the weight its "
+       "streams ask for."},
       {"metrics", "`off` or map", "off",
        "The Prometheus endpoint; `metrics: {listen: ...}` turns it on. "
        "See docs/observability.md for the metrics it serves."},
@@ -118,6 +132,11 @@ std::string DefaultOf(absl::string_view key) {
   if (key == "limits.max_batch_bytes") {
     return FormatByteSize(d.limits.max_batch_bytes);
   }
+  if (key == "limits.admission_wait") {
+    return absl::StrCat(d.limits.admission_wait_seconds);
+  }
+  if (key == "sharing") return "the defaults below";
+  if (key == "sharing.lag_window") return absl::StrCat(d.sharing.lag_window);
   return "";
 }
 

@@ -11,6 +11,7 @@
 #define STOKER_SERVER_CONFIG_OPTIONS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,16 @@ struct Limits {
   // Streams one peer (process) may hold at once; <= max_streams.
   uint32_t max_streams_per_peer = 64;
   uint64_t max_batch_bytes = 1ull << 30;
+  // Seconds a new stream may wait for memory budget (or for its rank's old
+  // stream to end) before it is refused.
+  double admission_wait_seconds = 30;
+};
+
+// Shared preprocessing runs (streams opened with share: true).
+struct SharingOptions {
+  // Batches a consumer may lag behind the fastest consumer of its run
+  // before it is detached onto a run of its own.
+  uint32_t lag_window = 8;
 };
 
 // What the daemon does with a record that fails its checksum or decode.
@@ -87,6 +98,10 @@ struct ServerOptions {
   uint64_t memory_budget = 2ull << 30;
   OnCorrupt on_corrupt = OnCorrupt::kSkip;
   Limits limits;
+  SharingOptions sharing;
+  // Fair-share weight by job id; a job not named takes the weight its
+  // first stream asks for (1 by default).
+  std::map<std::string, double> job_weights;
   MetricsOptions metrics;
   // In config file order; names are unique. Never empty once loaded.
   std::vector<DatasetOptions> datasets;

@@ -82,6 +82,18 @@ std::optional<uint32_t> ReadCount(const MapEntry& entry, absl::string_view key,
   return std::nullopt;
 }
 
+std::optional<double> ReadNumber(const MapEntry& entry, absl::string_view key,
+                                 double min, double max, absl::string_view what,
+                                 Diagnostics& diag) {
+  if (entry.value.IsScalar()) {
+    const std::optional<double> value = ParseNumber(entry.value.Scalar());
+    if (value && *value >= min && *value <= max) return value;
+  }
+  diag.Error(entry.value_mark, absl::StrCat(key, ": expected ", what, ", got ",
+                                            Describe(entry.value)));
+  return std::nullopt;
+}
+
 std::optional<uint32_t> ReadFileMode(const MapEntry& entry,
                                      absl::string_view key, Diagnostics& diag) {
   // The same digits whether quoted or not: YAML 1.1 would read a plain 0660

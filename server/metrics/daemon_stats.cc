@@ -11,6 +11,7 @@ std::vector<LabelStats> ReadLabelStats(const service::StreamService& service) {
     s.batches = c->batches.load(std::memory_order_relaxed);
     s.bytes = c->bytes.load(std::memory_order_relaxed);
     s.skipped = c->skipped.load(std::memory_order_relaxed);
+    s.shared_batches = c->shared_batches.load(std::memory_order_relaxed);
     s.acks = c->acks.load(std::memory_order_relaxed);
     s.wait_seconds = c->wait_ns.load(std::memory_order_relaxed) * 1e-9;
     s.busy_seconds = c->busy_ns.load(std::memory_order_relaxed) * 1e-9;

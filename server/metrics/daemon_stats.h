@@ -30,6 +30,7 @@ struct LabelStats {
   int64_t batches = 0;
   int64_t bytes = 0;
   int64_t skipped = 0;
+  int64_t shared_batches = 0;
   int64_t acks = 0;
   double wait_seconds = 0;
   double busy_seconds = 0;

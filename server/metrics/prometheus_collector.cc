@@ -82,6 +82,10 @@ void AddLabelCounters(const DaemonStats& stats, Families& f) {
       {"stoker_corrupt_samples_total",
        "Corrupt samples (bad checksum or undecodable) left out of batches.",
        [](const LabelStats& s) { return double(s.skipped); }},
+      {"stoker_shared_batches_total",
+       "Batches delivered from a shared preprocessing run that built them "
+       "once for several streams (included in stoker_batches_total).",
+       [](const LabelStats& s) { return double(s.shared_batches); }},
       {"stoker_acks_total", "Batches acknowledged by consumers.",
        [](const LabelStats& s) { return double(s.acks); }},
       {"stoker_consumer_wait_seconds_total",
@@ -191,6 +195,12 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
   f.Gauge("stoker_memory_budget_bytes",
           "The memory_budget: most bytes all streams may reserve.",
           static_cast<double>(stats.service.memory_budget));
+  f.Gauge("stoker_memory_high_water_bytes",
+          "Most bytes reserved at once since start; never above the budget.",
+          static_cast<double>(stats.service.bytes_high_water));
+  f.Gauge("stoker_shared_runs",
+          "Shared preprocessing runs serving streams now.",
+          static_cast<double>(stats.service.shared_runs));
 
   MetricFamily& errors =
       f.Add("stoker_errors_total",

@@ -85,6 +85,7 @@ struct ReadyBatch {
   std::vector<BatchTensor> tensors;
   size_t bytes = 0;  // Payload bytes, from the start of the buffer.
   std::unique_ptr<BatchBuffer> buffer;
+  bool shared = false;  // Built once by a shared run for several streams.
 };
 
 // Moves the kept samples of a full-size batch to the front of each tensor and

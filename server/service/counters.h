@@ -39,6 +39,8 @@ struct StreamCounters {
   std::atomic<int64_t> batches{0};
   std::atomic<int64_t> bytes{0};
   std::atomic<int64_t> skipped{0};  // Corrupt samples left out.
+  // Batches delivered from a shared run that built them once for several.
+  std::atomic<int64_t> shared_batches{0};
   std::atomic<int64_t> acks{0};
   std::atomic<int64_t> wait_ns{0};  // Consumers waited for batches.
   std::atomic<int64_t> busy_ns{0};  // Consumers spent between requests.

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/pipeline/sample_rng.h"
+#include "server/service/shared_run.h"
 
 namespace stoker::service {
 namespace {
@@ -19,8 +21,10 @@ int64_t NowNs() {
 }  // namespace
 
 // A batch being built. Each of its samples is written by exactly one task;
-// the task that finishes last marks the batch done.
+// the task that finishes last marks the batch done. Or, for a stream on a
+// shared run, the run delivers it whole.
 struct Stream::Building {
+  enum class Source { kTasks, kRun, kCopying };
   uint64_t epoch = 0;
   uint64_t step = 0;
   std::vector<uint64_t> ids;
@@ -28,6 +32,11 @@ struct Stream::Building {
   std::atomic<uint32_t> remaining{0};
   std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
   bool done = false;                 // Guarded by the stream's mu_.
+  Source source = Source::kTasks;    // Guarded by the stream's mu_.
+  // Set when the run delivered it: the batch as the run built it (no
+  // buffer), or the run's error.
+  std::optional<ReadyBatch> delivered;
+  absl::Status run_error;
 };
 
 Stream::Stream(Options options)
@@ -37,7 +46,8 @@ Stream::Stream(Options options)
       pipeline_(std::move(options.pipeline)),
       layout_(pipeline_->outputs(), spec_.batch_size),
       pool_(options.pool),
-      group_(options.group),
+      group_(std::move(options.group)),
+      count_deliveries_(options.count_deliveries),
       on_corrupt_(options.on_corrupt),
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
@@ -46,7 +56,14 @@ Stream::Stream(Options options)
       next_epoch_(spec_.start_epoch),
       next_step_(spec_.start_step) {}
 
-Stream::~Stream() { pool_->RemoveGroup(group_); }
+Stream::~Stream() {
+  std::shared_ptr<SharedRun> run;
+  {
+    absl::MutexLock lock(&mu_);
+    run = std::move(run_);
+  }
+  if (run != nullptr) run->Leave(this);
+}
 
 void Stream::SetReadyCallback(std::function<void()> callback) {
   absl::MutexLock lock(&callback_mu_);
@@ -59,6 +76,9 @@ bool Stream::AtEndLocked() const {
 
 bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
   Building* batch = nullptr;
+  std::shared_ptr<SharedRun> run;
+  uint64_t seq = 0;
+  uint64_t pos = 0;
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_ || !status_.ok() || AtEndLocked()) return false;
@@ -69,20 +89,34 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
     b->buffer = std::move(buffer);
     b->remaining = static_cast<uint32_t>(b->ids.size());
     b->errors.resize(b->ids.size());
+    pos = next_epoch_ * steps_per_epoch_ + next_step_;
+    if (run_ != nullptr) {
+      b->source = Building::Source::kRun;
+      run = run_;
+    }
     if (++next_step_ == steps_per_epoch_) {
       next_step_ = 0;
       ++next_epoch_;
     }
     batch = b.get();
-    building_[next_seq_++] = std::move(b);
+    seq = next_seq_++;
+    building_[seq] = std::move(b);
   }
+  if (run != nullptr) {
+    run->Request(this, seq, pos);
+  } else {
+    SubmitSamples(batch);
+  }
+  return true;
+}
+
+void Stream::SubmitSamples(Building* batch) {
   const uint32_t n = static_cast<uint32_t>(batch->ids.size());
   for (uint32_t i = 0; i < n; ++i) {
-    pool_->Submit(group_, [self = shared_from_this(), batch, i] {
+    pool_->Submit(group_->id(), [self = shared_from_this(), batch, i] {
       self->RunSample(batch, i);
     });
   }
-  return true;
 }
 
 void Stream::RunSample(Building* batch, uint32_t index) {
@@ -147,6 +181,18 @@ std::optional<ReadyBatch> Stream::TakeReady() {
     ++deliver_seq_;
   }
   ReadyBatch ready;
+  if (batch->delivered.has_value() || !batch->run_error.ok()) {
+    if (!batch->run_error.ok()) {
+      // As below for a corrupt sample: the transport checks Done() next.
+      absl::MutexLock lock(&mu_);
+      if (status_.ok()) status_ = batch->run_error;
+      return std::nullopt;
+    }
+    ready = *std::move(batch->delivered);
+    ready.buffer = std::move(batch->buffer);
+    Count(ready);
+    return ready;
+  }
   ready.epoch = batch->epoch;
   ready.step = batch->step;
   std::vector<uint32_t> kept;
@@ -172,17 +218,83 @@ std::optional<ReadyBatch> Stream::TakeReady() {
   ready.tensors = DescribeBatch(layout_, n);
   ready.bytes = layout_.Bytes(n);
   ready.buffer = std::move(batch->buffer);
+  Count(ready);
+  return ready;
+}
 
-  absl::MutexLock lock(&mu_);
-  stats_.samples += n;
-  stats_.batches += 1;
-  stats_.skipped += static_cast<int64_t>(ready.skipped_ids.size());
-  stats_.bytes += static_cast<int64_t>(ready.bytes);
+void Stream::Count(const ReadyBatch& ready) {
+  const int64_t n = static_cast<int64_t>(ready.sample_ids.size());
+  const int64_t skipped = static_cast<int64_t>(ready.skipped_ids.size());
+  const int64_t bytes = static_cast<int64_t>(ready.bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.samples += n;
+    stats_.batches += 1;
+    stats_.skipped += skipped;
+    stats_.bytes += bytes;
+    stats_.shared_batches += ready.shared ? 1 : 0;
+  }
+  if (!count_deliveries_) return;
   counters_->samples += n;
   counters_->batches += 1;
-  counters_->skipped += static_cast<int64_t>(ready.skipped_ids.size());
-  counters_->bytes += static_cast<int64_t>(ready.bytes);
-  return ready;
+  counters_->skipped += skipped;
+  counters_->bytes += bytes;
+  counters_->shared_batches += ready.shared ? 1 : 0;
+}
+
+void Stream::AttachRun(std::shared_ptr<SharedRun> run) {
+  absl::MutexLock lock(&mu_);
+  run_ = std::move(run);
+}
+
+void Stream::Deliver(uint64_t seq, const ReadyBatch* batch, bool shared,
+                     const absl::Status& error) {
+  Building* b = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = building_.find(seq);
+    if (it == building_.end() ||
+        it->second->source != Building::Source::kRun) {
+      return;
+    }
+    b = it->second.get();
+    b->source = Building::Source::kCopying;
+  }
+  // Only this call touches b until it is marked done.
+  if (error.ok()) {
+    std::memcpy(b->buffer->data(), batch->buffer->data(), batch->bytes);
+    ReadyBatch copy;
+    copy.epoch = b->epoch;
+    copy.step = b->step;
+    copy.sample_ids = batch->sample_ids;
+    copy.skipped_ids = batch->skipped_ids;
+    copy.tensors = batch->tensors;
+    copy.bytes = batch->bytes;
+    copy.shared = shared;
+    b->delivered = std::move(copy);
+  } else {
+    b->run_error = error;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    b->done = true;
+  }
+  NotifyReady();
+}
+
+void Stream::DetachFromRun() {
+  std::vector<Building*> waiting;
+  std::shared_ptr<SharedRun> run;  // Let go outside the lock.
+  {
+    absl::MutexLock lock(&mu_);
+    run = std::move(run_);
+    for (auto& [seq, b] : building_) {
+      if (b->source != Building::Source::kRun) continue;
+      b->source = Building::Source::kTasks;
+      waiting.push_back(b.get());
+    }
+  }
+  for (Building* b : waiting) SubmitSamples(b);
 }
 
 bool Stream::HasMore() {
@@ -211,8 +323,16 @@ void Stream::Fail(absl::Status status) {
 
 void Stream::Cancel() {
   cancelled_ = true;
-  absl::MutexLock lock(&callback_mu_);
-  callback_ = nullptr;
+  {
+    absl::MutexLock lock(&callback_mu_);
+    callback_ = nullptr;
+  }
+  std::shared_ptr<SharedRun> run;
+  {
+    absl::MutexLock lock(&mu_);
+    run = std::move(run_);
+  }
+  if (run != nullptr) run->Leave(this);
 }
 
 void Stream::RecordAck(double wait_seconds, double busy_seconds) {
@@ -234,6 +354,7 @@ void Stream::RecordTransfer(int64_t nanoseconds) {
 StreamStats Stream::stats() const {
   absl::MutexLock lock(&mu_);
   StreamStats s = stats_;
+  s.sharing = run_ != nullptr;
   for (const auto& [seq, batch] : building_) {
     (batch->done ? s.queued : s.building) += 1;
   }

@@ -13,6 +13,11 @@
 // listed in the batch's skipped ids (OnCorrupt::kSkip), or ends the stream
 // with its DataLoss status after the batches before it (OnCorrupt::kFail).
 //
+// A stream that joined a SharedRun (share: true) starts no tasks of its own:
+// it asks the run for each batch and the run copies the batch into the
+// stream's buffer (Deliver). If the run detaches it for lagging, the stream
+// builds the batches it still waits for, and all later ones, itself.
+//
 // Thread-safe. The ready callback runs on a worker thread whenever a batch
 // finishes or the stream fails; it must not block. After Cancel() returns,
 // the callback never runs again. Tasks hold a shared_ptr to the stream, so it
@@ -36,6 +41,7 @@
 #include "server/dataset/sampler.h"
 #include "server/pipeline/pipeline.h"
 #include "server/pipeline/worker_pool.h"
+#include "server/service/admission.h"
 #include "server/service/batch.h"
 #include "server/service/catalog.h"
 #include "server/service/counters.h"
@@ -43,6 +49,8 @@
 namespace stoker::service {
 
 enum class OnCorrupt { kSkip, kFail };
+
+class SharedRun;
 
 // What a client asked for, as plain values.
 struct StreamSpec {
@@ -61,6 +69,8 @@ struct StreamSpec {
   double weight = 1.0;
   std::string transport = "grpc";  // grpc, shm or cuda_ipc.
   uint32_t hold = 0;  // shm: batches the consumer keeps beyond prefetch.
+  bool share = false;  // Join a shared preprocessing run.
+  std::string peer;    // Who opened it: "uid:N", "ip:ADDR" or "local".
 };
 
 
@@ -69,12 +79,14 @@ struct StreamStats {
   int64_t samples = 0;   // Delivered (handed to the transport).
   int64_t batches = 0;
   int64_t skipped = 0;   // Samples left out as corrupt.
+  int64_t shared_batches = 0;  // Delivered batches built once for several.
   int64_t bytes = 0;
   int64_t acks = 0;
   double wait_seconds = 0;  // Consumer waited for batches (data stall).
   double busy_seconds = 0;  // Consumer spent between its requests.
   int queued = 0;           // Finished batches not yet taken.
   int building = 0;         // Batches being built.
+  bool sharing = false;     // Attached to a shared run now.
 };
 
 class Stream : public std::enable_shared_from_this<Stream> {
@@ -87,10 +99,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
     std::unique_ptr<pipeline::BoundPipeline> pipeline;
     std::optional<dataset::Sampler> sampler;  // Required.
     pipeline::WorkerPool* pool = nullptr;  // Outlives every stream.
-    pipeline::WorkerPool::GroupId group = 0;
+    std::shared_ptr<PoolGroup> group;      // Where its tasks run.
     OnCorrupt on_corrupt = OnCorrupt::kSkip;
     // Shared with the other streams of the same labels and the metrics.
     std::shared_ptr<StreamCounters> counters;
+    // False for a shared run's producer: the streams it serves count what
+    // they deliver; it observes only stage latencies.
+    bool count_deliveries = true;
   };
 
   explicit Stream(Options options);
@@ -123,8 +138,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // starts or is handed out after it, and Done() is true. Runs the callback.
   void Fail(absl::Status status);
 
-  // Drops all pending work. Idempotent.
+  // Drops all pending work and leaves its shared run. Idempotent.
   void Cancel();
+
+  // Makes the stream take its batches from `run`, which has attached it.
+  // Call before the first Fill().
+  void AttachRun(std::shared_ptr<SharedRun> run);
+  // From the run: the batch for `seq` is `batch` (copied into this
+  // stream's buffer), or the run failed there with `error`.
+  void Deliver(uint64_t seq, const ReadyBatch* batch, bool shared,
+               const absl::Status& error);
+  // From the run: build every batch still waited for, and all later ones,
+  // on this stream's own tasks.
+  void DetachFromRun();
+  // Tasks not yet run skip their work; unlike Cancel(), safe to call from
+  // within the ready callback.
+  void StopWork() { cancelled_ = true; }
 
   // The consumer acknowledged a batch, having waited `wait_seconds` for it
   // after `busy_seconds` of its own work.
@@ -137,9 +166,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
  private:
   struct Building;
 
+  void SubmitSamples(Building* batch);
   void RunSample(Building* batch, uint32_t index);
   void FinishSample(Building* batch);
   void NotifyReady();
+  // Adds a batch handed to the transport to the stats and counters.
+  void Count(const ReadyBatch& ready);
   bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
@@ -149,7 +181,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   const std::unique_ptr<pipeline::BoundPipeline> pipeline_;
   const BatchLayout layout_;
   pipeline::WorkerPool* const pool_;
-  const pipeline::WorkerPool::GroupId group_;
+  const std::shared_ptr<PoolGroup> group_;
+  const bool count_deliveries_;
   const OnCorrupt on_corrupt_;
   const uint64_t steps_per_epoch_;
   const uint64_t samples_per_epoch_;
@@ -168,6 +201,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   uint64_t next_step_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t deliver_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<SharedRun> run_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<Building>> building_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   StreamStats stats_ ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -9,33 +11,16 @@
 #include "absl/strings/str_format.h"
 
 namespace stoker::service {
-namespace {
-
-std::string Bytes(uint64_t n) {
-  if (n >= (1ull << 30)) return absl::StrFormat("%.1f GiB", n / 1073741824.0);
-  if (n >= (1ull << 20)) return absl::StrFormat("%.1f MiB", n / 1048576.0);
-  return absl::StrCat(n, " bytes");
-}
-
-}  // namespace
-
-StreamTicket::StreamTicket(std::shared_ptr<Admission> admission, uint64_t id,
-                           uint64_t bytes)
-    : admission_(std::move(admission)), id_(id), bytes_(bytes) {}
-
-StreamTicket::~StreamTicket() {
-  absl::MutexLock lock(&admission_->mu);
-  admission_->bytes_reserved -= bytes_;
-  admission_->open_streams -= 1;
-  admission_->streams.erase(id_);
-}
 
 StreamService::StreamService(pipeline::WorkerPool* pool,
                              ServiceOptions options,
                              std::shared_ptr<const Catalog> catalog)
     : pool_(pool),
       options_(options),
-      admission_(std::make_shared<Admission>()),
+      admission_(std::make_shared<Admission>(
+          pool, AdmissionLimits{options.max_streams,
+                                options.max_streams_per_peer,
+                                options.memory_budget})),
       catalog_(std::move(catalog)) {}
 
 std::shared_ptr<const Catalog> StreamService::catalog() const {
@@ -71,7 +56,8 @@ absl::Status StreamService::Validate(const StreamSpec& spec) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
+absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
+                                                 const WaitContext& wait) {
   if (absl::Status s = Validate(spec); !s.ok()) return s;
   std::shared_ptr<const Catalog> catalog;
   {
@@ -121,16 +107,34 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
   BatchLayout layout((*bound)->outputs(), spec.batch_size);
   const uint64_t batch_bytes = layout.Bytes(spec.batch_size);
   if (batch_bytes > options_.max_batch_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a batch of ", spec.batch_size, " is ", Bytes(batch_bytes),
-                     ", over the bound max_batch_bytes=",
-                     Bytes(options_.max_batch_bytes)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a batch of ", spec.batch_size, " is ", FormatBytes(batch_bytes),
+        ", over the bound max_batch_bytes=",
+        FormatBytes(options_.max_batch_bytes)));
   }
   const uint32_t prefetch =
       spec.prefetch == 0 ? options_.default_prefetch : spec.prefetch;
   const uint32_t window =
       prefetch + (spec.transport == "shm" ? std::max<uint32_t>(1, spec.hold) : 0);
-  const uint64_t want = batch_bytes * window;
+
+  AdmitRequest request;
+  request.bytes = batch_bytes * window;
+  request.peer = spec.peer.empty() ? "local" : spec.peer;
+  request.job_id = spec.job_id;
+  request.rank = spec.rank;
+  request.plan = JobPlan{spec.dataset,    spec.pipeline,  spec.seed,
+                         spec.batch_size, spec.world_size, spec.drop_last,
+                         so.num_samples};
+  request.weight = spec.weight;
+  request.what = absl::StrCat("this stream (", window, " batches of ",
+                              FormatBytes(batch_bytes), ")");
+  WaitContext bounded = wait;
+  bounded.deadline =
+      std::min(wait.deadline,
+               absl::Now() + absl::Seconds(options_.admission_wait_seconds));
+  absl::StatusOr<std::shared_ptr<StreamTicket>> ticket =
+      admission_->Admit(request, bounded);
+  if (!ticket.ok()) return ticket.status();
 
   Stream::Options options;
   options.spec = spec;
@@ -140,27 +144,25 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
   options.pipeline = *std::move(bound);
   options.sampler = *std::move(sampler);
   options.pool = pool_;
+  options.group = (*ticket)->group();
   options.on_corrupt = options_.on_corrupt;
   options.counters = CountersFor(spec);
+  // A shared run's producer is built from the same parts.
+  std::optional<Stream::Options> producer;
+  if (spec.share) {
+    producer.emplace();
+    producer->spec = options.spec;
+    producer->catalog = catalog;
+    producer->dataset = *dataset;
+    producer->pipeline = (*pipe)->Bind(InputSchema((*dataset)->manifest())).value();
+    producer->sampler = *options.sampler;
+    producer->pool = pool_;
+    producer->on_corrupt = options_.on_corrupt;
+    producer->counters = options.counters;
+    producer->count_deliveries = false;
+  }
 
-  absl::ReleasableMutexLock lock(&admission_->mu);
-  if (admission_->open_streams >= options_.max_streams) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(admission_->open_streams,
-                     " streams are open, the bound max_streams=",
-                     options_.max_streams));
-  }
-  if (admission_->bytes_reserved + want > options_.memory_budget) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "memory_budget ", Bytes(options_.memory_budget), " has ",
-        Bytes(admission_->bytes_reserved), " in use; this stream asks for ",
-        Bytes(want), " (", window, " batches of ", Bytes(batch_bytes),
-        "): lower prefetch or batch_size"));
-  }
-  const uint64_t id = admission_->next_id++;
-  admission_->bytes_reserved += want;
-  admission_->open_streams += 1;
-  options.group = pool_->AddGroup(spec.weight);
+  const uint64_t id = (*ticket)->id();
   OpenedStream opened;
   StreamObserver* const observer = observer_;
   if (observer == nullptr) {
@@ -178,33 +180,92 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec) {
           delete s;
         });
   }
-  opened.ticket = std::make_shared<StreamTicket>(admission_, id, want);
+  opened.ticket = *std::move(ticket);
   opened.prefetch = prefetch;
   opened.window = window;
   opened.batch_bytes = batch_bytes;
-  admission_->streams[id] = opened.stream;
-  lock.Release();
+  if (producer.has_value()) {
+    opened.shared = JoinRun(opened.stream, *std::move(producer), opened,
+                            batch_bytes);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = streams_.begin(); it != streams_.end();) {
+      it = it->second.expired() ? streams_.erase(it) : std::next(it);
+    }
+    streams_[id] = opened.stream;
+  }
   if (observer != nullptr) {
     observer->OnOpen(StreamSnapshot{id, opened.stream->spec(),
                                     opened.stream->steps_per_epoch(),
                                     opened.stream->stats()},
-                     want);
+                     opened.ticket->bytes());
   }
   return opened;
 }
 
+bool StreamService::JoinRun(const std::shared_ptr<Stream>& stream,
+                            Stream::Options producer,
+                            const OpenedStream& opened, uint64_t batch_bytes) {
+  const StreamSpec& spec = stream->spec();
+  const uint64_t steps = stream->steps_per_epoch();
+  const uint64_t start = spec.start_epoch * steps + spec.start_step;
+  const uint64_t end = spec.epochs == 0
+                           ? std::numeric_limits<uint64_t>::max()
+                           : spec.epochs * steps;
+  const double weight = opened.ticket->weight();
+  RunKey key{producer.catalog.get(), spec.dataset,    spec.pipeline,
+             spec.seed,              spec.batch_size, spec.world_size,
+             spec.rank,              spec.drop_last};
+  absl::MutexLock lock(&mu_);
+  std::vector<std::weak_ptr<SharedRun>>& runs = runs_[key];
+  runs.erase(std::remove_if(runs.begin(), runs.end(),
+                            [](const auto& w) { return w.expired(); }),
+             runs.end());
+  for (const std::weak_ptr<SharedRun>& weak : runs) {
+    std::shared_ptr<SharedRun> run = weak.lock();
+    if (run != nullptr &&
+        run->Attach(stream, start, end, opened.window, weight)) {
+      stream->AttachRun(std::move(run));
+      return true;
+    }
+  }
+  const uint32_t capacity = options_.share_lag_window + opened.window;
+  absl::StatusOr<std::shared_ptr<void>> reservation = admission_->Reserve(
+      capacity * batch_bytes,
+      absl::StrCat("a shared run (", capacity, " batches of ",
+                   FormatBytes(batch_bytes), ")"));
+  if (!reservation.ok()) {
+    if (runs.empty()) runs_.erase(key);
+    return false;
+  }
+  auto group = std::make_shared<PoolGroup>(pool_, weight);
+  producer.spec.epochs = 0;  // Builds on demand, for as long as it is used.
+  producer.spec.transport = "shared_run";
+  producer.group = group;
+  auto run = SharedRun::Create(std::make_shared<Stream>(std::move(producer)),
+                               start, capacity, opened.window, std::move(group),
+                               *std::move(reservation));
+  run->Attach(stream, start, end, opened.window, weight);
+  stream->AttachRun(run);
+  runs.push_back(run);
+  return true;
+}
+
+void StreamService::SetJobWeights(std::map<std::string, double> weights) {
+  admission_->SetJobWeights(std::move(weights));
+}
+
 void StreamService::Shutdown() {
+  std::vector<std::shared_ptr<Stream>> open;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
-  }
-  std::vector<std::shared_ptr<Stream>> open;
-  {
-    absl::MutexLock lock(&admission_->mu);
-    for (auto& [id, weak] : admission_->streams) {
+    for (auto& [id, weak] : streams_) {
       if (auto s = weak.lock()) open.push_back(std::move(s));
     }
   }
+  admission_->Shutdown();
   for (auto& s : open) {
     s->Fail(absl::UnavailableError("stokerd is shutting down; reconnect"));
   }
@@ -213,8 +274,8 @@ void StreamService::Shutdown() {
 std::vector<StreamSnapshot> StreamService::Snapshot() const {
   std::vector<std::pair<uint64_t, std::shared_ptr<Stream>>> open;
   {
-    absl::MutexLock lock(&admission_->mu);
-    for (const auto& [id, weak] : admission_->streams) {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, weak] : streams_) {
       if (auto s = weak.lock()) open.emplace_back(id, std::move(s));
     }
   }
@@ -262,9 +323,18 @@ std::array<int64_t, 17> StreamService::Errors() const {
 }
 
 StreamService::Stats StreamService::GetStats() const {
-  absl::MutexLock lock(&admission_->mu);
-  return Stats{admission_->open_streams, admission_->bytes_reserved,
-               options_.memory_budget};
+  const Admission::Stats a = admission_->GetStats();
+  Stats s;
+  s.open_streams = a.open_streams;
+  s.bytes_reserved = a.bytes_reserved;
+  s.bytes_high_water = a.bytes_high_water;
+  s.memory_budget = a.memory_budget;
+  s.jobs = a.jobs;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, runs] : runs_) {
+    for (const auto& weak : runs) s.shared_runs += weak.expired() ? 0 : 1;
+  }
+  return s;
 }
 
 }  // namespace stoker::service

@@ -1,11 +1,11 @@
 // StreamService: admits, opens and tracks streams. Transport-free: the gRPC
 // adapter converts requests to StreamSpec and statuses back, nothing more.
 //
-// Admission checks every bound of a request (batch size, prefetch depth,
-// bytes per batch, open streams) and reserves the stream's buffers against
-// the memory budget. The reservation lives in a StreamTicket that the
-// transport keeps as long as it holds any of the stream's buffers, so the
-// budget counts memory exactly while it is in use.
+// Open() checks every bound of a request (batch size, prefetch depth, bytes
+// per batch), then asks the Admission (admission.h) for the stream's memory,
+// its stream and peer counts and its place in its job, waiting up to the
+// request's deadline. A stream with `share` joins, or starts, a SharedRun
+// (shared_run.h) for its plan.
 //
 // Thread-safe.
 #ifndef STOKER_SERVER_SERVICE_STREAM_SERVICE_H_
@@ -17,13 +17,16 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/pipeline/worker_pool.h"
+#include "server/service/admission.h"
 #include "server/service/catalog.h"
+#include "server/service/shared_run.h"
 #include "server/service/stream.h"
 
 namespace stoker::service {
@@ -33,37 +36,16 @@ struct ServiceOptions {
   uint32_t max_prefetch = 64;
   uint32_t default_prefetch = 4;
   uint32_t max_streams = 256;
+  uint32_t max_streams_per_peer = 64;
   uint64_t max_batch_bytes = 1ull << 30;
   uint64_t memory_budget = 2ull << 30;
+  // How long an open may wait for budget, or for its rank's old stream to
+  // end, at most (the call's deadline may be sooner).
+  double admission_wait_seconds = 30;
+  // Batches a consumer of a shared run may lag behind the fastest before
+  // it is detached onto a run of its own.
+  uint32_t share_lag_window = 8;
   OnCorrupt on_corrupt = OnCorrupt::kSkip;
-};
-
-// Counters shared by the service and its tickets. Shared because a ticket
-// can outlive the call that opened its stream (gRPC may hold a stream's last
-// buffer a moment longer).
-struct Admission {
-  absl::Mutex mu;
-  uint64_t bytes_reserved ABSL_GUARDED_BY(mu) = 0;
-  uint32_t open_streams ABSL_GUARDED_BY(mu) = 0;
-  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
-  std::map<uint64_t, std::weak_ptr<Stream>> streams ABSL_GUARDED_BY(mu);
-};
-
-// A stream's admission: releases its bytes and its stream count when
-// destroyed.
-class StreamTicket {
- public:
-  StreamTicket(std::shared_ptr<Admission> admission, uint64_t id,
-               uint64_t bytes);
-  ~StreamTicket();
-  StreamTicket(const StreamTicket&) = delete;
-  StreamTicket& operator=(const StreamTicket&) = delete;
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  const std::shared_ptr<Admission> admission_;
-  const uint64_t id_;
-  const uint64_t bytes_;
 };
 
 struct OpenedStream {
@@ -74,6 +56,7 @@ struct OpenedStream {
   // prefetch, plus the consumer's held batches for shm.
   uint32_t window = 0;
   size_t batch_bytes = 0;
+  bool shared = false;  // Joined a shared run.
 };
 
 // What the metrics layer sees of one open stream.
@@ -107,8 +90,15 @@ class StreamService {
 
   // NotFound for an unknown dataset or pipeline; InvalidArgument naming the
   // field or bound a request breaks; ResourceExhausted naming the budget or
-  // stream limit; Unavailable once shutting down.
-  absl::StatusOr<OpenedStream> Open(const StreamSpec& spec);
+  // stream limit; FailedPrecondition naming the field on which the stream
+  // disagrees with its job; Unavailable once shutting down. Waits for
+  // budget or its rank until `wait.deadline`, and at most
+  // admission_wait_seconds.
+  absl::StatusOr<OpenedStream> Open(const StreamSpec& spec,
+                                    const WaitContext& wait = {});
+
+  // Job weights from the config (see Admission::SetJobWeights).
+  void SetJobWeights(std::map<std::string, double> weights);
 
   // Refuses new streams and ends the open ones with Unavailable, so clients
   // reconnect at their position once the daemon is back.
@@ -117,9 +107,13 @@ class StreamService {
   struct Stats {
     uint32_t open_streams = 0;
     uint64_t bytes_reserved = 0;
+    uint64_t bytes_high_water = 0;
     uint64_t memory_budget = 0;
+    uint32_t jobs = 0;
+    uint32_t shared_runs = 0;
   };
   Stats GetStats() const;
+  std::vector<Admission::JobInfo> Jobs() const { return admission_->Jobs(); }
   // Every open stream, in the order they opened.
   std::vector<StreamSnapshot> Snapshot() const;
   // The cumulative counters of every label set seen since start.
@@ -135,8 +129,29 @@ class StreamService {
  private:
   static constexpr size_t kMaxCounterKeys = 1024;
 
+  // What streams must agree on to share a run.
+  struct RunKey {
+    const Catalog* catalog;
+    std::string dataset, pipeline;
+    uint64_t seed;
+    uint32_t batch_size, world_size, rank;
+    bool drop_last;
+    bool operator<(const RunKey& o) const {
+      return std::tie(catalog, dataset, pipeline, seed, batch_size, world_size,
+                      rank, drop_last) <
+             std::tie(o.catalog, o.dataset, o.pipeline, o.seed, o.batch_size,
+                      o.world_size, o.rank, o.drop_last);
+    }
+  };
+
   absl::Status Validate(const StreamSpec& spec) const;
   std::shared_ptr<StreamCounters> CountersFor(const StreamSpec& spec);
+  // Attaches `stream` to a run for its plan, starting one if none holds its
+  // position. False (the stream builds alone) if the budget has no room
+  // for a new run's buffers.
+  bool JoinRun(const std::shared_ptr<Stream>& stream,
+               Stream::Options producer, const OpenedStream& opened,
+               uint64_t batch_bytes);
 
   // Constant after construction.
   pipeline::WorkerPool* const pool_;
@@ -144,6 +159,9 @@ class StreamService {
   const std::shared_ptr<Admission> admission_;
 
   mutable absl::Mutex mu_;
+  std::map<uint64_t, std::weak_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  std::map<RunKey, std::vector<std::weak_ptr<SharedRun>>> runs_
+      ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Catalog> catalog_ ABSL_GUARDED_BY(mu_);
   std::map<CounterKey, std::shared_ptr<StreamCounters>> counters_
       ABSL_GUARDED_BY(mu_);

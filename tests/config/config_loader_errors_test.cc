@@ -63,8 +63,8 @@ datasets: {d: {path: $D}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:3:1: unknown key 'workrs' (did you mean 'workers'?); "
-            "expected one of: datasets, limits, listen, memory_budget, "
-            "metrics, on_corrupt, pipelines, workers");
+            "expected one of: datasets, jobs, limits, listen, memory_budget, "
+            "metrics, on_corrupt, pipelines, sharing, workers");
 }
 
 TEST_F(ConfigErrorTest, UnknownNestedKeyListsTheAllowedKeys) {
@@ -77,9 +77,9 @@ datasets: {d: {path: $D}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:5:3: unknown key 'max_bach_bytes' in limits (did you "
-            "mean 'max_batch_bytes'?); expected one of: default_prefetch, "
-            "max_batch_bytes, max_batch_size, max_prefetch, max_streams, "
-            "max_streams_per_peer");
+            "mean 'max_batch_bytes'?); expected one of: admission_wait, "
+            "default_prefetch, max_batch_bytes, max_batch_size, max_prefetch, "
+            "max_streams, max_streams_per_peer");
 }
 
 TEST_F(ConfigErrorTest, UnknownKeyInDatasetIsRejected) {

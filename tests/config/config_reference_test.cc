@@ -22,13 +22,17 @@ using ::testing::StartsWith;
 TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(AllowedKeys(""),
               ElementsAre("listen", "workers", "memory_budget", "on_corrupt",
-                          "limits", "metrics", "datasets", "pipelines"));
+                          "limits", "sharing", "jobs", "metrics", "datasets",
+                          "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
               ElementsAre("unix", "tcp", "unix_mode", "unix_group"));
   EXPECT_THAT(
       AllowedKeys("limits"),
       ElementsAre("max_batch_size", "max_prefetch", "default_prefetch",
-                  "max_streams", "max_streams_per_peer", "max_batch_bytes"));
+                  "max_streams", "max_streams_per_peer", "admission_wait",
+                  "max_batch_bytes"));
+  EXPECT_THAT(AllowedKeys("sharing"), ElementsAre("lag_window"));
+  EXPECT_THAT(AllowedKeys("jobs.JOB"), ElementsAre("weight"));
   EXPECT_THAT(AllowedKeys("metrics"), ElementsAre("listen"));
   EXPECT_THAT(AllowedKeys("datasets.NAME"), ElementsAre("path"));
   EXPECT_THAT(AllowedKeys("nothing"), IsEmpty());
@@ -36,7 +40,7 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
 
 TEST(ConfigReferenceTest, HasARowForEveryKeyWithADefault) {
   const std::string reference = ConfigReference();
-  for (const char* section : {"", "listen", "limits", "metrics"}) {
+  for (const char* section : {"", "listen", "limits", "sharing", "metrics"}) {
     for (const std::string& key : AllowedKeys(section)) {
       const std::string dotted =
           *section == '\0' ? key : absl::StrCat(section, ".", key);

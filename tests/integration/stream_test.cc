@@ -208,7 +208,7 @@ TEST(StreamBudgetTest, StreamThatDoesNotFitTheBudgetIsResourceExhausted) {
   EXPECT_TRUE(absl::IsResourceExhausted(second.status)) << second.status;
   EXPECT_THAT(std::string(second.status.message()),
               HasSubstr("memory_budget 16.0 MiB has 12.0 MiB in use; this "
-                        "stream asks for 12.0 MiB"));
+                        "stream (4 batches of 3.0 MiB) asks for 12.0 MiB"));
   first->reset();
   // Once the first stream is gone its memory is free again.
   service::StreamService* svc = (*server)->server()->stream_service();

@@ -50,7 +50,10 @@ DaemonStats Synthetic() {
   d.labels.push_back(idle);
   d.streams = {OpenStream(1, "a", 2, 1), OpenStream(2, "a", 1, 3),
                OpenStream(3, "", 0, 0)};
-  d.service = {3, 3 << 20, 8 << 20};
+  d.service.open_streams = 3;
+  d.service.bytes_reserved = 3 << 20;
+  d.service.bytes_high_water = 5 << 20;
+  d.service.memory_budget = 8 << 20;
   d.errors[static_cast<int>(absl::StatusCode::kDataLoss)] = 4;
   d.pool = {4, 2'500'000'000, 77, 5};
   d.storage.push_back({"train",
@@ -121,6 +124,7 @@ TEST(PrometheusCollectorTest, DaemonWideValues) {
   EXPECT_EQ(Value(text, "stoker_worker_queued_tasks", ""), 5);
   EXPECT_EQ(Value(text, "stoker_memory_reserved_bytes", ""), 3 << 20);
   EXPECT_EQ(Value(text, "stoker_memory_budget_bytes", ""), 8 << 20);
+  EXPECT_EQ(Value(text, "stoker_memory_high_water_bytes", ""), 5 << 20);
   EXPECT_EQ(Value(text, "stoker_errors_total", R"(code="DATA_LOSS")"), 4);
   EXPECT_EQ(Value(text, "stoker_errors_total", R"(code="NOT_FOUND")"), 0);
   EXPECT_THAT(text, Not(HasSubstr(R"(code="OK")")));

@@ -49,6 +49,7 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
                    : open.transport() == v1::TRANSPORT_CUDA_IPC ? "cuda_ipc"
                                                                 : "grpc";
   spec.hold = open.hold();
+  spec.share = open.share();
   return spec;
 }
 
@@ -92,6 +93,7 @@ grpc::ByteBuffer SerializeToByteBuffer(
 void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out) {
   out->set_epoch(batch.epoch);
   out->set_step(batch.step);
+  out->set_shared(batch.shared);
   for (uint64_t id : batch.sample_ids) out->add_sample_ids(id);
   for (uint64_t id : batch.skipped_ids) out->add_skipped_ids(id);
   for (const service::BatchTensor& t : batch.tensors) {

@@ -40,8 +40,9 @@ grpc::ServerUnaryReactor* GrpcService::ListPipelines(
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
-GrpcService::Stream(grpc::CallbackServerContext*) {
-  return new StreamReactor(service_, fd_server_);
+GrpcService::Stream(grpc::CallbackServerContext* context) {
+  return new StreamReactor(service_, fd_server_, context,
+                           PeerKey(context->peer(), acceptor_));
 }
 
 grpc::ServerUnaryReactor* GrpcService::GetStats(

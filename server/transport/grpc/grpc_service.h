@@ -10,6 +10,7 @@
 
 #include "server/metrics/daemon_stats.h"
 #include "server/service/stream_service.h"
+#include "server/transport/grpc/unix_acceptor.h"
 #include "server/transport/shm/fd_server.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
@@ -48,11 +49,15 @@ class GrpcService final : public StokerBase {
   void SetStatsSource(std::function<metrics::DaemonStats()> source) {
     stats_source_ = std::move(source);
   }
+  // Names the uid behind each unix-socket connection; null without one.
+  // REQUIRES: called before the gRPC server starts.
+  void SetUnixAcceptor(const UnixAcceptor* acceptor) { acceptor_ = acceptor; }
 
  private:
   service::StreamService* const service_;
   FdServer* const fd_server_;
   std::function<metrics::DaemonStats()> stats_source_;
+  const UnixAcceptor* acceptor_ = nullptr;
 };
 
 }  // namespace stoker::transport

@@ -23,6 +23,8 @@ void ToProto(const service::StreamSnapshot& s, v1::StreamStats* out) {
   out->set_busy_seconds(s.stats.busy_seconds);
   out->set_queued(s.stats.queued);
   out->set_building(s.stats.building);
+  out->set_shared_batches(s.stats.shared_batches);
+  out->set_sharing(s.stats.sharing);
 }
 
 void ToProto(const metrics::LabelStats& s, v1::LabelStats* out) {
@@ -34,6 +36,7 @@ void ToProto(const metrics::LabelStats& s, v1::LabelStats* out) {
   out->set_batches(s.batches);
   out->set_bytes(s.bytes);
   out->set_skipped(s.skipped);
+  out->set_shared_batches(s.shared_batches);
   out->set_acks(s.acks);
   out->set_wait_seconds(s.wait_seconds);
   out->set_busy_seconds(s.busy_seconds);
@@ -65,6 +68,9 @@ void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out) {
   pool->set_queued(stats.pool.queued);
   out->mutable_memory()->set_reserved_bytes(stats.service.bytes_reserved);
   out->mutable_memory()->set_budget_bytes(stats.service.memory_budget);
+  out->mutable_memory()->set_high_water_bytes(stats.service.bytes_high_water);
+  out->mutable_memory()->set_jobs(stats.service.jobs);
+  out->mutable_memory()->set_shared_runs(stats.service.shared_runs);
   for (const metrics::DatasetStorage& d : stats.storage) {
     v1::StorageStats* s = out->add_storage();
     s->set_dataset(d.dataset);

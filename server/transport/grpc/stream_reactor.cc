@@ -1,6 +1,9 @@
 #include "server/transport/grpc/stream_reactor.h"
 
 #include <optional>
+#include <thread>
+
+#include "absl/time/time.h"
 
 #include "server/transport/grpc/convert.h"
 #include "stoker/v1/stoker.pb.h"
@@ -8,8 +11,13 @@
 namespace stoker::transport {
 
 StreamReactor::StreamReactor(service::StreamService* service,
-                             FdServer* fd_server)
-    : service_(service), fd_server_(fd_server) {
+                             FdServer* fd_server,
+                             grpc::CallbackServerContext* context,
+                             std::string peer)
+    : service_(service),
+      fd_server_(fd_server),
+      deadline_(context->deadline()),
+      peer_(std::move(peer)) {
   StartRead(&in_);
 }
 
@@ -48,7 +56,9 @@ void StreamReactor::OnReadDone(bool ok) {
     return;
   }
   if (!opened) {
+    // The next read starts once the stream is open (OpenAndStart).
     HandleOpen(in_);
+    return;
   } else {
     v1::StreamRequest request;
     if (!ParseFromByteBuffer(in_, &request) || !request.has_ack()) {
@@ -86,49 +96,92 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
     FinishOnce(s);
     return;
   }
-  absl::StatusOr<service::OpenedStream> opened =
-      service_->Open(ToSpec(open));
-  if (!opened.ok()) {
-    FinishOnce(ToGrpcStatus(opened.status()));
-    return;
-  }
-  std::shared_ptr<service::Stream> stream = opened->stream;
-  v1::StreamResponse response;
-  v1::StreamHeader* header = response.mutable_header();
-  header->set_num_samples(stream->num_samples());
-  header->set_steps_per_epoch(stream->steps_per_epoch());
-  header->set_samples_per_epoch(stream->samples_per_epoch());
-  header->set_prefetch(opened->prefetch);
-  *header->mutable_start() = open.start();
-  for (const pipeline::TensorSpec& spec : stream->layout().per_sample()) {
-    ToProto(spec, header->add_outputs());
-  }
-  std::shared_ptr<Delivery> delivery;
-  if (open.transport() == v1::TRANSPORT_SHM) {
-    auto ring = ShmRing::Create(opened->window, opened->batch_bytes,
-                                opened->ticket);
-    if (!ring.ok()) {
-      stream->Cancel();
-      FinishOnce(ToGrpcStatus(ring.status()));
-      return;
-    }
-    delivery = std::make_shared<ShmDelivery>(*std::move(ring), fd_server_);
-  } else {
-    delivery = std::make_shared<GrpcDelivery>(std::make_shared<BufferPool>(
-        opened->batch_bytes, opened->window, opened->ticket));
-  }
-  delivery->DescribeIn(header);
   {
+    absl::MutexLock lock(&mu_);
+    opening_ = true;
+  }
+  // While opening_ is set, FinishOnce only records a cancel, so gRPC cannot
+  // finish the call under that thread; the reference keeps this reactor's
+  // memory valid until the thread is done with it.
+  refs_.fetch_add(1);
+  std::thread([this, open] {
+    OpenAndStart(open);
+    Unref();
+  }).detach();
+}
+
+void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
+  service::StreamSpec spec = ToSpec(open);
+  spec.peer = peer_;
+  service::WaitContext wait;
+  wait.deadline = absl::FromChrono(deadline_);
+  if (open.open_timeout() > 0) {
+    wait.deadline = std::min(wait.deadline,
+                             absl::Now() + absl::Seconds(open.open_timeout()));
+  }
+  wait.cancelled = [this] { return cancel_requested_.load(); };
+  absl::StatusOr<service::OpenedStream> opened = service_->Open(spec, wait);
+  grpc::Status refused;
+  if (!opened.ok()) refused = ToGrpcStatus(opened.status());
+  std::shared_ptr<service::Stream> stream;
+  v1::StreamResponse response;
+  std::shared_ptr<Delivery> delivery;
+  if (opened.ok()) {
+    stream = opened->stream;
+    v1::StreamHeader* header = response.mutable_header();
+    header->set_num_samples(stream->num_samples());
+    header->set_steps_per_epoch(stream->steps_per_epoch());
+    header->set_samples_per_epoch(stream->samples_per_epoch());
+    header->set_prefetch(opened->prefetch);
+    header->set_shared(opened->shared);
+    *header->mutable_start() = open.start();
+    for (const pipeline::TensorSpec& t : stream->layout().per_sample()) {
+      ToProto(t, header->add_outputs());
+    }
+    if (open.transport() == v1::TRANSPORT_SHM) {
+      auto ring = ShmRing::Create(opened->window, opened->batch_bytes,
+                                  opened->ticket);
+      if (ring.ok()) {
+        delivery = std::make_shared<ShmDelivery>(*std::move(ring), fd_server_);
+      } else {
+        refused = ToGrpcStatus(ring.status());
+      }
+    } else {
+      delivery = std::make_shared<GrpcDelivery>(std::make_shared<BufferPool>(
+          opened->batch_bytes, opened->window, opened->ticket));
+    }
+    if (delivery != nullptr) delivery->DescribeIn(header);
+  }
+  if (delivery == nullptr) {
+    if (stream != nullptr) stream->Cancel();
+    absl::MutexLock lock(&mu_);
+    opening_ = false;
+  } else {
+    // Before the lock (they take the callbacks' locks, which are held while
+    // a callback runs Pump): until stream_ is set below, Pump does nothing,
+    // and no batch is started before it.
+    stream->SetReadyCallback([this] { Pump(); });
+    delivery->SetReturnHook([this] { Pump(); });
     absl::MutexLock lock(&mu_);
     stream_ = stream;
     delivery_ = delivery;
     prefetch_ = opened->window;
     pending_header_ =
         std::make_unique<grpc::ByteBuffer>(SerializeToByteBuffer(response));
+    opening_ = false;
+    if (!cancel_requested_) StartRead(&in_);
   }
-  stream->SetReadyCallback([this] { Pump(); });
-  delivery->SetReturnHook([this] { Pump(); });
-  Pump();
+  if (cancel_requested_) {
+    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  } else if (delivery == nullptr) {
+    FinishOnce(refused);
+  } else {
+    Pump();
+  }
+}
+
+void StreamReactor::Unref() {
+  if (refs_.fetch_sub(1) == 1) delete this;
 }
 
 void StreamReactor::Pump() {
@@ -208,6 +261,10 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
+    if (opening_) {
+      cancel_requested_ = true;
+      return;
+    }
     finished_ = true;
     if (!status.ok()) {
       service_->RecordError(
@@ -235,7 +292,7 @@ void StreamReactor::OnDone() {
   // After these return, no callback can reach this reactor.
   if (stream != nullptr) stream->Cancel();
   if (delivery != nullptr) delivery->ClearReturnHook();
-  delete this;
+  Unref();
 }
 
 }  // namespace stoker::transport

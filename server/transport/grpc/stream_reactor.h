@@ -1,7 +1,8 @@
 // StreamReactor: one Stream RPC over gRPC's callback API.
 //
-// The reactor never blocks a gRPC thread. It reads the open request, then
-// keeps one read pending for acknowledgements and at most one write in
+// The reactor never blocks a gRPC thread. It reads the open request and
+// opens the stream on a thread of its own, since admission may wait for
+// memory budget (up to the call's deadline); then it keeps one read pending for acknowledgements and at most one write in
 // flight. Pump() moves the stream forward whenever something changes (a
 // batch finished, a write completed, an ack arrived, a buffer came back):
 // it hands the stream empty buffers while fewer than `prefetch` batches are
@@ -12,11 +13,13 @@
 // transport, a slot of a shared-memory ring for shm.
 //
 // Thread-safe: reactions and stream callbacks arrive on any thread. Deletes
-// itself in OnDone.
+// itself once OnDone has run and no opening thread uses it.
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
 #define STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
 
+#include <atomic>
 #include <chrono>
+#include <string>
 #include <memory>
 #include <optional>
 
@@ -37,7 +40,9 @@ class StreamReactor
   // `service` and `fd_server` outlive every RPC (the server is shut down
   // first). `fd_server` is null when the daemon has no unix socket, and then
   // the shm transport is refused.
-  StreamReactor(service::StreamService* service, FdServer* fd_server);
+  // `peer` is the caller's key for per-peer limits (see PeerKey).
+  StreamReactor(service::StreamService* service, FdServer* fd_server,
+                grpc::CallbackServerContext* context, std::string peer);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -46,14 +51,24 @@ class StreamReactor
 
  private:
   void HandleOpen(const grpc::ByteBuffer& request);
+  // Runs on its own thread: admits and opens the stream, then starts it.
+  void OpenAndStart(const v1::OpenStream& open);
   void Pump();
   void FinishOnce(const grpc::Status& status);
+  // Deletes this once gRPC is done with it (OnDone) and no opening thread
+  // still uses it.
+  void Unref();
 
   // FAILED_PRECONDITION, saying why, for a transport this daemon can't serve.
   grpc::Status CheckTransport(v1::Transport transport) const;
 
   service::StreamService* const service_;
   FdServer* const fd_server_;
+  const std::chrono::system_clock::time_point deadline_;
+  const std::string peer_;
+  // Set when the client goes away while the open is waiting.
+  std::atomic<bool> cancel_requested_{false};
+  std::atomic<int> refs_{1};  // gRPC's, plus one while an open runs.
 
   grpc::ByteBuffer in_;  // Used by one read at a time.
 
@@ -64,6 +79,7 @@ class StreamReactor
   uint32_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool opening_ ABSL_GUARDED_BY(mu_) = false;  // OpenAndStart is running.
   // The status to finish with once the write in flight completes.
   std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);  // Valid until OnWriteDone.

@@ -26,10 +26,11 @@ class Ack(_message.Message):
     def __init__(self, position: _Optional[_Union[Position, _Mapping]] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ["epoch", "payload", "sample_ids", "skipped_ids", "slot", "step", "tensors"]
+    __slots__ = ["epoch", "payload", "sample_ids", "shared", "skipped_ids", "slot", "step", "tensors"]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_IDS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_IDS_FIELD_NUMBER: _ClassVar[int]
     SLOT_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
@@ -37,11 +38,12 @@ class Batch(_message.Message):
     epoch: int
     payload: bytes
     sample_ids: _containers.RepeatedScalarFieldContainer[int]
+    shared: bool
     skipped_ids: _containers.RepeatedScalarFieldContainer[int]
     slot: int
     step: int
     tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
-    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class DaemonStats(_message.Message):
     __slots__ = ["errors", "labels", "latency_bounds_seconds", "memory", "open_streams", "pool", "storage", "streams", "uptime_seconds"]
@@ -94,7 +96,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class LabelStats(_message.Message):
-    __slots__ = ["acks", "batches", "busy_seconds", "bytes", "dataset", "job_id", "pipeline", "samples", "skipped", "stages", "transport", "wait_seconds"]
+    __slots__ = ["acks", "batches", "busy_seconds", "bytes", "dataset", "job_id", "pipeline", "samples", "shared_batches", "skipped", "stages", "transport", "wait_seconds"]
     ACKS_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +105,7 @@ class LabelStats(_message.Message):
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SHARED_BATCHES_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
@@ -115,11 +118,12 @@ class LabelStats(_message.Message):
     job_id: str
     pipeline: str
     samples: int
+    shared_batches: int
     skipped: int
     stages: _containers.RepeatedCompositeFieldContainer[StageLatency]
     transport: str
     wait_seconds: float
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ..., shared_batches: _Optional[int] = ...) -> None: ...
 
 class ListDatasetsRequest(_message.Message):
     __slots__ = []
@@ -142,15 +146,21 @@ class ListPipelinesResponse(_message.Message):
     def __init__(self, pipelines: _Optional[_Iterable[_Union[PipelineInfo, _Mapping]]] = ...) -> None: ...
 
 class MemoryStats(_message.Message):
-    __slots__ = ["budget_bytes", "reserved_bytes"]
+    __slots__ = ["budget_bytes", "high_water_bytes", "jobs", "reserved_bytes", "shared_runs"]
     BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
     RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHARED_RUNS_FIELD_NUMBER: _ClassVar[int]
     budget_bytes: int
+    high_water_bytes: int
+    jobs: int
     reserved_bytes: int
-    def __init__(self, reserved_bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ...) -> None: ...
+    shared_runs: int
+    def __init__(self, reserved_bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., high_water_bytes: _Optional[int] = ..., jobs: _Optional[int] = ..., shared_runs: _Optional[int] = ...) -> None: ...
 
 class OpenStream(_message.Message):
-    __slots__ = ["batch_size", "dataset", "drop_last", "epochs", "gpu_uuid", "hold", "job_id", "pipeline", "prefetch", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
+    __slots__ = ["batch_size", "dataset", "drop_last", "epochs", "gpu_uuid", "hold", "job_id", "open_timeout", "pipeline", "prefetch", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DROP_LAST_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +168,7 @@ class OpenStream(_message.Message):
     GPU_UUID_FIELD_NUMBER: _ClassVar[int]
     HOLD_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OPEN_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +185,7 @@ class OpenStream(_message.Message):
     gpu_uuid: str
     hold: int
     job_id: str
+    open_timeout: float
     pipeline: str
     prefetch: int
     rank: int
@@ -183,7 +195,7 @@ class OpenStream(_message.Message):
     transport: Transport
     weight: float
     world_size: int
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ...) -> None: ...
 
 class PipelineInfo(_message.Message):
     __slots__ = ["name", "ops", "outputs"]
@@ -244,11 +256,12 @@ class StorageStats(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
 
 class StreamHeader(_message.Message):
-    __slots__ = ["num_samples", "outputs", "prefetch", "samples_per_epoch", "shm", "start", "steps_per_epoch", "transport"]
+    __slots__ = ["num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shm", "start", "steps_per_epoch", "transport"]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
     SHM_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -257,11 +270,12 @@ class StreamHeader(_message.Message):
     outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     prefetch: int
     samples_per_epoch: int
+    shared: bool
     shm: ShmRing
     start: Position
     steps_per_epoch: int
     transport: Transport
-    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ...) -> None: ...
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ...) -> None: ...
 
 class StreamRequest(_message.Message):
     __slots__ = ["ack", "open"]
@@ -280,7 +294,7 @@ class StreamResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[StreamHeader, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ["acks", "batch_size", "batches", "building", "busy_seconds", "bytes", "dataset", "id", "job_id", "pipeline", "prefetch", "queued", "rank", "samples", "skipped", "steps_per_epoch", "transport", "wait_seconds", "world_size"]
+    __slots__ = ["acks", "batch_size", "batches", "building", "busy_seconds", "bytes", "dataset", "id", "job_id", "pipeline", "prefetch", "queued", "rank", "samples", "shared_batches", "sharing", "skipped", "steps_per_epoch", "transport", "wait_seconds", "world_size"]
     ACKS_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -295,6 +309,8 @@ class StreamStats(_message.Message):
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SHARED_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    SHARING_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
@@ -314,12 +330,14 @@ class StreamStats(_message.Message):
     queued: int
     rank: int
     samples: int
+    shared_batches: int
+    sharing: bool
     skipped: int
     steps_per_epoch: int
     transport: str
     wait_seconds: float
     world_size: int
-    def __init__(self, id: _Optional[int] = ..., dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., batch_size: _Optional[int] = ..., prefetch: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., queued: _Optional[int] = ..., building: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., batch_size: _Optional[int] = ..., prefetch: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., queued: _Optional[int] = ..., building: _Optional[int] = ..., shared_batches: _Optional[int] = ..., sharing: bool = ...) -> None: ...
 
 class TensorSpec(_message.Message):
     __slots__ = ["dtype", "length", "name", "offset", "shape"]

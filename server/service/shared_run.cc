@@ -1,0 +1,235 @@
+#include "server/service/shared_run.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "server/service/stream.h"
+
+namespace stoker::service {
+
+std::shared_ptr<SharedRun> SharedRun::Create(
+    std::shared_ptr<Stream> producer, uint64_t start, uint32_t capacity,
+    uint32_t window, std::shared_ptr<PoolGroup> group,
+    std::shared_ptr<void> reservation) {
+  std::shared_ptr<SharedRun> run(
+      new SharedRun(std::move(producer), start, capacity, window,
+                    std::move(group), std::move(reservation)));
+  run->producer_->SetReadyCallback(
+      [weak = std::weak_ptr<SharedRun>(run)] {
+        if (auto self = weak.lock()) self->Process();
+      });
+  return run;
+}
+
+SharedRun::SharedRun(std::shared_ptr<Stream> producer, uint64_t start,
+                     uint32_t capacity, uint32_t window,
+                     std::shared_ptr<PoolGroup> group,
+                     std::shared_ptr<void> reservation)
+    : producer_(std::move(producer)),
+      capacity_(std::max<uint32_t>(capacity, window + 1)),
+      window_(window),
+      group_(std::move(group)),
+      reservation_(std::move(reservation)),
+      buffer_bytes_(producer_->layout().Bytes(producer_->spec().batch_size)),
+      base_(start),
+      next_build_(start) {}
+
+SharedRun::~SharedRun() {
+  // The producer's callback holds only a weak pointer to this run, so the
+  // producer's remaining tasks are merely told to skip their work.
+  producer_->StopWork();
+}
+
+bool SharedRun::Attach(const std::shared_ptr<Stream>& stream, uint64_t start,
+                       uint64_t end, uint32_t window, double weight) {
+  absl::MutexLock lock(&mu_);
+  if (!failed_.ok() || window > window_ || start < base_ ||
+      start > next_build_) {
+    return false;
+  }
+  Sub& sub = subs_[stream.get()];
+  sub.stream = stream;
+  sub.weight = weight;
+  sub.requested_upto = start;
+  sub.end = end;
+  UpdateWeightLocked();
+  return true;
+}
+
+void SharedRun::Request(Stream* stream, uint64_t seq, uint64_t pos) {
+  const std::shared_ptr<SharedRun> self = shared_from_this();
+  bool known = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = subs_.find(stream);
+    if (it != subs_.end()) {
+      known = true;
+      it->second.pending[pos] = seq;
+      it->second.requested_upto = std::max(it->second.requested_upto, pos + 1);
+    }
+  }
+  if (!known) {
+    // Detached between the stream's check and this call: it builds alone.
+    stream->DetachFromRun();
+    return;
+  }
+  Process();
+}
+
+void SharedRun::Leave(Stream* stream) {
+  const std::shared_ptr<SharedRun> self = shared_from_this();
+  {
+    absl::MutexLock lock(&mu_);
+    if (subs_.erase(stream) == 0) return;
+    UpdateWeightLocked();
+  }
+  Process();
+}
+
+void SharedRun::Process() {
+  const std::shared_ptr<SharedRun> self = shared_from_this();
+  for (;;) {
+    Work work;
+    {
+      absl::MutexLock lock(&mu_);
+      CollectLocked(&work);
+    }
+    if (work.deliveries.empty() && work.detached.empty()) return;
+    for (Delivery& d : work.deliveries) {
+      if (auto stream = d.stream.lock()) {
+        stream->Deliver(d.seq, d.batch.get(), d.shared, d.error);
+      }
+      d.batch.reset();  // The last copy returns the buffer.
+    }
+    for (const std::weak_ptr<Stream>& weak : work.detached) {
+      if (auto stream = weak.lock()) stream->DetachFromRun();
+    }
+    // Copies done above may have freed buffers a build waits for: go again.
+  }
+}
+
+void SharedRun::CollectLocked(Work* work) {
+  const uint64_t steps = producer_->steps_per_epoch();
+  // Batches the producer finished, in order, into their slots.
+  while (std::optional<ReadyBatch> ready = producer_->TakeReady()) {
+    const uint64_t pos = ready->epoch * steps + ready->step;
+    Slot& slot = slots_[pos - base_];
+    std::weak_ptr<SharedRun> weak = weak_from_this();
+    slot.batch = std::shared_ptr<const ReadyBatch>(
+        new ReadyBatch(*std::move(ready)), [weak](const ReadyBatch* b) {
+          std::unique_ptr<ReadyBatch> owned(const_cast<ReadyBatch*>(b));
+          if (auto run = weak.lock()) {
+            absl::MutexLock lock(&run->free_mu_);
+            run->free_.push_back(std::move(owned->buffer));
+          }
+        });
+    stats_.built += 1;
+  }
+  if (failed_.ok() && producer_->Done()) {
+    // The producer is endless: Done means it failed, at the first slot
+    // that has no batch.
+    failed_ = producer_->status();
+    failed_at_ = base_;
+    while (failed_at_ < next_build_ && slots_[failed_at_ - base_].batch) {
+      ++failed_at_;
+    }
+  }
+
+  for (auto& [key, sub] : subs_) ServeLocked(sub, key, work);
+  DropLocked();
+
+  uint64_t wanted = 0;
+  for (const auto& [key, sub] : subs_) {
+    wanted = std::max(wanted, sub.requested_upto);
+  }
+  while (failed_.ok() && next_build_ < wanted) {
+    if (slots_.size() >= capacity_) {
+      // Full, and the oldest batch is pinned by streams that lag by more
+      // than the window: they go on alone.
+      bool detached = false;
+      for (auto it = subs_.begin(); it != subs_.end();) {
+        if (it->second.NextNeeded() <= base_) {
+          work->detached.push_back(it->second.stream);
+          stats_.detached += 1;
+          it = subs_.erase(it);
+          detached = true;
+        } else {
+          ++it;
+        }
+      }
+      if (!detached) break;  // The oldest batch is still being built.
+      UpdateWeightLocked();
+      DropLocked();
+      continue;
+    }
+    std::unique_ptr<BatchBuffer> buffer = TakeBuffer();
+    if (buffer == nullptr) break;  // Copies in flight hold the rest.
+    if (!producer_->Fill(std::move(buffer))) break;
+    slots_.emplace_back();
+    ++next_build_;
+  }
+}
+
+void SharedRun::ServeLocked(Sub& sub, Stream* key, Work* work) {
+  while (!sub.pending.empty()) {
+    const auto [pos, seq] = *sub.pending.begin();
+    Delivery d;
+    d.stream = sub.stream;
+    d.seq = seq;
+    if (!failed_.ok() && pos >= failed_at_) {
+      d.error = failed_;
+    } else if (pos < next_build_ && slots_[pos - base_].batch != nullptr) {
+      Slot& slot = slots_[pos - base_];
+      bool others = slot.deliveries > 0;
+      for (const auto& [other_key, other] : subs_) {
+        if (other_key != key && other.Needs(pos)) others = true;
+      }
+      d.batch = slot.batch;
+      d.shared = others;
+      slot.deliveries += 1;
+      stats_.delivered += 1;
+    } else {
+      return;
+    }
+    sub.pending.erase(sub.pending.begin());
+    work->deliveries.push_back(std::move(d));
+  }
+}
+
+void SharedRun::DropLocked() {
+  while (!slots_.empty() && slots_.front().batch != nullptr) {
+    for (const auto& [key, sub] : subs_) {
+      if (sub.Needs(base_)) return;
+    }
+    slots_.pop_front();  // A copy in flight may still hold the batch.
+    ++base_;
+  }
+}
+
+void SharedRun::UpdateWeightLocked() {
+  double weight = 0;
+  for (const auto& [key, sub] : subs_) weight += sub.weight;
+  if (weight > 0) group_->SetWeight(weight);
+}
+
+std::unique_ptr<BatchBuffer> SharedRun::TakeBuffer() {
+  absl::MutexLock lock(&free_mu_);
+  if (!free_.empty()) {
+    std::unique_ptr<BatchBuffer> buffer = std::move(free_.back());
+    free_.pop_back();
+    return buffer;
+  }
+  if (allocated_ >= capacity_) return nullptr;
+  ++allocated_;
+  return std::make_unique<HeapBatchBuffer>(buffer_bytes_);
+}
+
+SharedRun::Stats SharedRun::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s = stats_;
+  s.attached = static_cast<uint32_t>(subs_.size());
+  return s;
+}
+
+}  // namespace stoker::service
