@@ -47,7 +47,7 @@ int RunStream(const StreamFlags& flags) {
   }
   XXH3_state_t* digest = XXH3_createState();
   XXH3_64bits_reset(digest);
-  uint64_t samples = 0, batches = 0, skipped = 0, bytes = 0;
+  uint64_t samples = 0, batches = 0, skipped = 0, bytes = 0, shared = 0;
   double first_batch_seconds = 0;
   uint64_t first_batch_samples = 0;
   Clock::time_point last_report = start;
@@ -64,6 +64,7 @@ int RunStream(const StreamFlags& flags) {
     ++batches;
     samples += batch.sample_ids().size();
     skipped += batch.skipped_ids().size();
+    shared += batch.shared() ? 1 : 0;
     for (const TensorView& t : batch.tensors()) {
       XXH3_64bits_update(digest, t.data, t.size);
       bytes += t.size;
@@ -98,6 +99,7 @@ int RunStream(const StreamFlags& flags) {
         {"samples", samples},
         {"batches", batches},
         {"skipped_samples", skipped},
+        {"shared_batches", shared},
         {"bytes", bytes},
         {"seconds", seconds},
         {"samples_per_second", seconds > 0 ? samples / seconds : 0.0},
@@ -165,6 +167,22 @@ void AddStreamCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--transport", o.transport, "grpc, shm or cuda_ipc")
       ->capture_default_str();
+  cmd->add_flag("--share", o.share,
+                "Join a shared preprocessing run: jobs asking for the same "
+                "dataset, pipeline, seed, batch size and world size get the "
+                "same batches, built once");
+  cmd->add_option("--weight", o.weight,
+                  "The job's fair share of the daemon's workers, if this "
+                  "stream starts the job and the config names none")
+      ->capture_default_str();
+  cmd->add_option_function<double>(
+         "--open-timeout",
+         [&o](double s) {
+           o.open_timeout = std::chrono::milliseconds(
+               static_cast<int64_t>(s * 1000));
+         },
+         "Seconds opening may wait for the daemon, its memory budget or "
+         "this rank's previous stream (default 30)");
   cmd->add_option("--start-epoch", o.start.epoch,
                   "Resume position: epoch of the first batch")
       ->capture_default_str();
@@ -183,7 +201,8 @@ void AddStreamCommand(CLI::App& app) {
                   "Write the delivered sample ids, in order, one per line");
   cmd->add_flag("--json", flags->json,
                 "End with one JSON line: samples, batches, skipped_samples, "
-                "seconds, samples_per_second, first_batch_seconds, "
+                "shared_batches, seconds, samples_per_second, "
+                "first_batch_seconds, "
                 "content_digest (XXH3-64 of all tensor bytes in order), "
                 "next_position");
   cmd->add_flag("--quiet,-q", flags->quiet, "No progress line on stderr");

@@ -370,6 +370,10 @@ absl::Status Stream::OpenWith(int transport_number,
   open->set_prefetch(options_.prefetch);
   open->set_transport(transport);
   open->set_hold(options_.hold);
+  open->set_weight(options_.weight);
+  open->set_share(options_.share);
+  open->set_open_timeout(
+      std::chrono::duration<double>(options_.open_timeout).count());
   open->mutable_start()->set_epoch(position_.epoch);
   open->mutable_start()->set_step(position_.step);
 
@@ -386,6 +390,7 @@ absl::Status Stream::OpenWith(int transport_number,
   info_.steps_per_epoch = h.steps_per_epoch();
   info_.samples_per_epoch = h.samples_per_epoch();
   info_.prefetch = h.prefetch();
+  info_.shared = h.shared();
   info_.transport = TransportName(h.transport());
   {
     // Batches of an earlier connection must not ack into this one.
@@ -498,6 +503,7 @@ absl::Status Stream::Next(Batch* batch) {
       batch->sample_ids_.assign(b.sample_ids().begin(), b.sample_ids().end());
       batch->skipped_ids_.assign(b.skipped_ids().begin(),
                                  b.skipped_ids().end());
+      batch->shared_ = b.shared();
       batch->tensors_.clear();
       for (const v1::TensorSpec& t : b.tensors()) {
         if (t.offset() + t.length() > size) {

@@ -44,6 +44,9 @@ class PoolGroup {
 
   pipeline::WorkerPool::GroupId id() const { return id_; }
   void SetWeight(double weight);
+  void Submit(pipeline::WorkerPool::Task task) {
+    pool_->Submit(id_, std::move(task));
+  }
 
  private:
   pipeline::WorkerPool* const pool_;

@@ -74,7 +74,15 @@ void SharedRun::Request(Stream* stream, uint64_t seq, uint64_t pos) {
     stream->DetachFromRun();
     return;
   }
-  Process();
+  Schedule();
+}
+
+void SharedRun::Schedule() {
+  if (scheduled_.exchange(true)) return;
+  group_->Submit([self = shared_from_this()] {
+    self->scheduled_ = false;
+    self->Process();
+  });
 }
 
 void SharedRun::Leave(Stream* stream) {
@@ -84,7 +92,7 @@ void SharedRun::Leave(Stream* stream) {
     if (subs_.erase(stream) == 0) return;
     UpdateWeightLocked();
   }
-  Process();
+  Schedule();
 }
 
 void SharedRun::Process() {
@@ -137,14 +145,13 @@ void SharedRun::CollectLocked(Work* work) {
   }
 
   for (auto& [key, sub] : subs_) ServeLocked(sub, key, work);
-  DropLocked();
 
   uint64_t wanted = 0;
   for (const auto& [key, sub] : subs_) {
     wanted = std::max(wanted, sub.requested_upto);
   }
   while (failed_.ok() && next_build_ < wanted) {
-    if (slots_.size() >= capacity_) {
+    if (slots_.size() >= capacity_ && !DropOneLocked()) {
       // Full, and the oldest batch is pinned by streams that lag by more
       // than the window: they go on alone.
       bool detached = false;
@@ -160,7 +167,6 @@ void SharedRun::CollectLocked(Work* work) {
       }
       if (!detached) break;  // The oldest batch is still being built.
       UpdateWeightLocked();
-      DropLocked();
       continue;
     }
     std::unique_ptr<BatchBuffer> buffer = TakeBuffer();
@@ -197,14 +203,14 @@ void SharedRun::ServeLocked(Sub& sub, Stream* key, Work* work) {
   }
 }
 
-void SharedRun::DropLocked() {
-  while (!slots_.empty() && slots_.front().batch != nullptr) {
-    for (const auto& [key, sub] : subs_) {
-      if (sub.Needs(base_)) return;
-    }
-    slots_.pop_front();  // A copy in flight may still hold the batch.
-    ++base_;
+bool SharedRun::DropOneLocked() {
+  if (slots_.empty() || slots_.front().batch == nullptr) return false;
+  for (const auto& [key, sub] : subs_) {
+    if (sub.Needs(base_)) return false;
   }
+  slots_.pop_front();  // A copy in flight may still hold the batch.
+  ++base_;
+  return true;
 }
 
 void SharedRun::UpdateWeightLocked() {

@@ -6,9 +6,10 @@
 // own buffers, and copies it into the slot of every attached stream that
 // asks for it (a memcpy; the decode and augment work is done once).
 //
-// The run keeps at most `capacity` batches: from the oldest batch an
-// attached stream still needs to the newest built. It builds a batch only
-// when some attached stream has asked for it. When it cannot build the next
+// The run keeps at most `capacity` batches, the newest it built; it drops
+// the oldest only to make room, so a stream that opens a little later can
+// still join at the start. It builds a batch only when some attached stream
+// has asked for it. When it cannot build the next
 // batch a stream asks for because the slowest stream pins the oldest one,
 // that slowest stream is detached: it finishes on a run of its own from its
 // position, and the others go on at their pace. So a stream that lags by
@@ -18,10 +19,12 @@
 // to build; otherwise it starts a run of its own that later streams may join.
 //
 // Thread-safe. The run calls into streams (Deliver, DetachFromRun) only
-// outside its lock.
+// outside its lock, and on worker threads, as the batches of a stream that
+// builds alone finish on workers.
 #ifndef STOKER_SERVER_SERVICE_SHARED_RUN_H_
 #define STOKER_SERVER_SERVICE_SHARED_RUN_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -62,7 +65,9 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
 
   // `stream` asks for the batch at linear position `pos`, to fill its
   // batch `seq`. The run answers with stream->Deliver(seq, ...), or with
-  // stream->DetachFromRun() if it has detached the stream.
+  // stream->DetachFromRun() if it has detached the stream, from a worker
+  // thread: never within this call, whose caller may hold a lock that the
+  // stream's ready callback takes.
   void Request(Stream* stream, uint64_t seq, uint64_t pos);
 
   // `stream` leaves (it ended, was cancelled, or is being destroyed).
@@ -119,10 +124,13 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
   // for, drops what nobody needs, detaches laggards and starts new builds,
   // until nothing changes.
   void Process();
+  // Runs Process() on a worker, once for any number of calls before it runs.
+  void Schedule();
   void CollectLocked(Work* work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ServeLocked(Sub& sub, Stream* key, Work* work)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the oldest batch if it is built and no attached stream needs it.
+  bool DropOneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateWeightLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<BatchBuffer> TakeBuffer();
 
@@ -132,6 +140,7 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
   const std::shared_ptr<PoolGroup> group_;
   const std::shared_ptr<void> reservation_;
   const size_t buffer_bytes_;
+  std::atomic<bool> scheduled_{false};
 
   mutable absl::Mutex mu_;
   uint64_t base_ ABSL_GUARDED_BY(mu_);       // Position of slots_.front().

@@ -204,7 +204,12 @@ TEST(StreamBudgetTest, StreamThatDoesNotFitTheBudgetIsResourceExhausted) {
   auto client = Client::Connect((*server)->target());
   auto first = client->OpenStream(o);
   ASSERT_TRUE(first.ok()) << first.status();
+  // The second waits for budget as long as it allows, then is refused.
+  o.open_timeout = std::chrono::milliseconds(300);
+  const auto asked = std::chrono::steady_clock::now();
   Consumed second = Consume((*server)->target(), o);
+  EXPECT_GE(std::chrono::steady_clock::now() - asked,
+            std::chrono::milliseconds(250));
   EXPECT_TRUE(absl::IsResourceExhausted(second.status)) << second.status;
   EXPECT_THAT(std::string(second.status.message()),
               HasSubstr("memory_budget 16.0 MiB has 12.0 MiB in use; this "

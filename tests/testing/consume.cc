@@ -30,6 +30,7 @@ Consumed Consume(const std::string& target, const StreamOptions& options,
                        batch.skipped_ids().end());
     out.batches.push_back(BatchBytes(batch));
     out.positions.emplace_back(batch.epoch(), batch.step());
+    out.shared.push_back(batch.shared());
   }
   out.next = (*stream)->position();
   return out;

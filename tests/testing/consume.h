@@ -18,6 +18,7 @@ struct Consumed {
   std::vector<uint64_t> skipped;
   std::vector<std::string> batches;  // All tensor bytes of each batch.
   std::vector<std::pair<uint64_t, uint64_t>> positions;
+  std::vector<bool> shared;  // Batch::shared() of each batch.
   Position next;
   std::string transport;  // The transport the stream ended on.
   absl::Status status;    // Of the open, or of the last Next().

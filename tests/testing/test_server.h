@@ -20,6 +20,8 @@ struct TestServerOptions {
   std::string on_corrupt = "skip";
   std::string memory_budget = "256MiB";
   uint32_t max_batch_size = 256;
+  uint32_t max_streams_per_peer = 64;
+  std::string max_batch_bytes = "1GiB";
   // Extra YAML appended to the config (e.g. more pipelines).
   std::string extra_yaml;
   // An existing dataset dir to serve instead of making one.

@@ -62,6 +62,8 @@ class Batch {
   const std::vector<uint64_t>& skipped_ids() const { return skipped_ids_; }
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* Find(const std::string& name) const;
+  // Built once by a shared run and delivered to more than one stream.
+  bool shared() const { return shared_; }
 
  private:
   friend class Stream;
@@ -70,6 +72,7 @@ class Batch {
   std::vector<uint64_t> sample_ids_;
   std::vector<uint64_t> skipped_ids_;
   std::vector<TensorView> tensors_;
+  bool shared_ = false;
 };
 
 struct StreamOptions {
@@ -91,8 +94,17 @@ struct StreamOptions {
   uint32_t hold = 1;
   // How long Next() keeps reconnecting after the daemon went away.
   std::chrono::milliseconds reconnect_timeout{30000};
-  // How long opening may wait for the daemon before Unavailable.
+  // How long opening may wait: for the daemon before Unavailable, and in
+  // the daemon for memory budget or this rank's old stream before
+  // ResourceExhausted or FailedPrecondition.
   std::chrono::milliseconds open_timeout{30000};
+  // The job's fair share of the daemon's workers, if this stream starts
+  // the job and the daemon's config names no weight for it.
+  double weight = 1.0;
+  // Join a shared preprocessing run: streams of other jobs with the same
+  // dataset, pipeline, seed, batch size, world size, rank and drop_last get
+  // the same batches, built once.
+  bool share = false;
 };
 
 // What the daemon said about a stream when it opened.
@@ -102,6 +114,7 @@ struct StreamInfo {
   uint64_t samples_per_epoch = 0;
   uint32_t prefetch = 0;
   std::string transport;  // The one in use.
+  bool shared = false;    // Joined a shared preprocessing run.
   // Why earlier transports of a fallback list were refused, or empty.
   std::string fallbacks;
 };

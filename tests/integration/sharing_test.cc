@@ -1,0 +1,180 @@
+// Shared preprocessing runs, end to end: jobs that opt in with `share`
+// receive the same bytes, built once; a consumer that lags is detached onto
+// its own run and still gets every sample exactly once.
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "stoker/client.h"
+#include "tests/testing/consume.h"
+#include "tests/testing/test_server.h"
+
+namespace stoker {
+namespace {
+
+using ::testing::ElementsAreArray;
+using testing::BatchBytes;
+using testing::Consume;
+using testing::Consumed;
+using testing::TestServer;
+using testing::TestServerOptions;
+
+StreamOptions Options(const std::string& job, uint64_t epochs) {
+  StreamOptions o;
+  o.dataset = "train";
+  o.pipeline = "train";
+  o.batch_size = 5;
+  o.seed = 3;
+  o.epochs = epochs;
+  o.job_id = job;
+  o.share = true;
+  o.prefetch = 2;
+  o.open_timeout = std::chrono::seconds(10);
+  return o;
+}
+
+// Reads all of an opened stream, sleeping `step` after each batch.
+Consumed ReadAll(Stream& stream, std::chrono::milliseconds step) {
+  Consumed out;
+  Batch batch;
+  while ((out.status = stream.Next(&batch)).ok()) {
+    out.ids.insert(out.ids.end(), batch.sample_ids().begin(),
+                   batch.sample_ids().end());
+    out.batches.push_back(BatchBytes(batch));
+    out.positions.emplace_back(batch.epoch(), batch.step());
+    out.shared.push_back(batch.shared());
+    std::this_thread::sleep_for(step);
+  }
+  return out;
+}
+
+std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<uint64_t> EpochsOfIds(uint64_t n, int epochs) {
+  std::vector<uint64_t> v;
+  for (int e = 0; e < epochs; ++e) {
+    for (uint64_t i = 0; i < n; ++i) v.push_back(i);
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(SharingTest, TwoSharedJobsReceiveIdenticalBytesBuiltOnce) {
+  auto server = TestServer::Start(TestServerOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  // What one job gets alone, unshared: the reference bytes.
+  StreamOptions alone = Options("alone", 2);
+  alone.share = false;
+  // Images decoded so far, over every label set.
+  const auto decoded = [&] {
+    uint64_t n = 0;
+    for (const auto& label : (*server)->server()->Stats().labels) {
+      n += label.latency[static_cast<int>(service::Stage::kDecode)].count;
+    }
+    return n;
+  };
+  Consumed reference = Consume((*server)->target(), alone);
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  EXPECT_EQ(decoded(), 100u);  // 50 samples x 2 epochs.
+
+  auto client = Client::Connect((*server)->target());
+  auto a = client->OpenStream(Options("sweep-a", 2));
+  auto b = client->OpenStream(Options("sweep-b", 2));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE((*a)->info().shared);
+  EXPECT_TRUE((*b)->info().shared);
+  Consumed got_a, got_b;
+  std::thread ta([&] { got_a = ReadAll(**a, std::chrono::milliseconds(0)); });
+  std::thread tb([&] { got_b = ReadAll(**b, std::chrono::milliseconds(0)); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(absl::IsOutOfRange(got_a.status)) << got_a.status;
+  ASSERT_TRUE(absl::IsOutOfRange(got_b.status)) << got_b.status;
+  EXPECT_EQ(got_a.batches, reference.batches);
+  EXPECT_EQ(got_b.batches, reference.batches);
+  EXPECT_EQ(got_a.ids, reference.ids);
+  // Built once: the two jobs decoded each image once between them.
+  EXPECT_EQ(decoded(), 200u) << "shared work was done twice";
+  // A batch counts as shared when another stream also gets it. The second
+  // stream got every batch after the first; the first got a few before the
+  // second joined.
+  const auto count = [](const std::vector<bool>& v) {
+    return std::count(v.begin(), v.end(), true);
+  };
+  EXPECT_EQ(count(got_b.shared), 20);
+  EXPECT_GE(count(got_a.shared), 10);
+  // The metrics count the shared batches per label set.
+  int64_t shared = 0;
+  for (const auto& label : (*server)->server()->Stats().labels) {
+    shared += label.shared_batches;
+  }
+  EXPECT_EQ(shared, count(got_a.shared) + count(got_b.shared));
+}
+
+TEST(SharingTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
+  TestServerOptions so;
+  so.extra_yaml = "sharing: {lag_window: 2}\n";
+  auto server = TestServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  StreamOptions alone = Options("alone", 3);
+  alone.share = false;
+  Consumed reference = Consume((*server)->target(), alone);
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+
+  auto client = Client::Connect((*server)->target());
+  auto fast = client->OpenStream(Options("fast", 3));
+  auto slow = client->OpenStream(Options("slow", 3));
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  Consumed got_fast, got_slow;
+  std::chrono::duration<double> fast_took{}, slow_took{};
+  std::thread tf([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    got_fast = ReadAll(**fast, std::chrono::milliseconds(0));
+    fast_took = std::chrono::steady_clock::now() - t0;
+  });
+  std::thread ts([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    got_slow = ReadAll(**slow, std::chrono::milliseconds(40));
+    slow_took = std::chrono::steady_clock::now() - t0;
+  });
+  tf.join();
+  ts.join();
+  ASSERT_TRUE(absl::IsOutOfRange(got_fast.status)) << got_fast.status;
+  ASSERT_TRUE(absl::IsOutOfRange(got_slow.status)) << got_slow.status;
+  // Same bytes as alone, every sample of each epoch exactly once.
+  EXPECT_EQ(got_fast.batches, reference.batches);
+  EXPECT_EQ(got_slow.batches, reference.batches);
+  EXPECT_THAT(Sorted(got_slow.ids), ElementsAreArray(EpochsOfIds(50, 3)));
+  // The slow one was detached: its later batches were built for it alone,
+  // and the fast one did not wait for it.
+  ASSERT_FALSE(got_slow.shared.empty());
+  EXPECT_FALSE(got_slow.shared.back());
+  EXPECT_LT(fast_took.count(), slow_took.count() / 2);
+}
+
+TEST(SharingTest, StreamsOfDifferentPlansDoNotShare) {
+  auto server = TestServer::Start(TestServerOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Client::Connect((*server)->target());
+  StreamOptions one = Options("p1", 1);
+  StreamOptions two = Options("p2", 1);
+  two.seed = 4;
+  auto a = client->OpenStream(one);
+  auto b = client->OpenStream(two);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Consumed got_a = ReadAll(**a, std::chrono::milliseconds(0));
+  Consumed got_b = ReadAll(**b, std::chrono::milliseconds(0));
+  EXPECT_NE(got_a.batches, got_b.batches);
+  for (bool s : got_a.shared) EXPECT_FALSE(s);
+  for (bool s : got_b.shared) EXPECT_FALSE(s);
+}
+
+}  // namespace
+}  // namespace stoker
