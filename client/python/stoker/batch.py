@@ -23,21 +23,23 @@ class Batch(collections.abc.Mapping):
 
     ``epoch`` and ``step`` give the batch's position; ``sample_ids`` the
     dataset indices of its samples in order; ``skipped_ids`` the samples of
-    this step the daemon left out as corrupt. ``nbytes`` is the size of all
+    this step the daemon left out as corrupt; ``shared`` whether a shared
+    run built it once for several streams. ``nbytes`` is the size of all
     tensors. Safe to read from any thread.
     """
 
     __slots__ = ("_arrays", "epoch", "step", "sample_ids", "skipped_ids",
-                 "_release", "__weakref__")
+                 "shared", "_release", "__weakref__")
 
     def __init__(self, arrays, epoch, step, sample_ids, skipped_ids,
-                 release=None):
+                 release=None, shared=False):
         self._arrays = arrays
         self._release = release  # A weakref.finalize, for shm.
         self.epoch = epoch
         self.step = step
         self.sample_ids = sample_ids
         self.skipped_ids = skipped_ids
+        self.shared = shared
 
     def __getitem__(self, name):
         return self._arrays[name]

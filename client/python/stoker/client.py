@@ -103,18 +103,26 @@ class Client:
 
     def stream(self, dataset, pipeline, batch_size, seed=0, epochs=1, rank=0,
                world_size=1, job_id="", drop_last=False, transport="auto",
-               prefetch=0, start=(0, 0), reconnect_timeout=30.0, hold=1):
+               prefetch=0, start=(0, 0), reconnect_timeout=30.0, hold=1,
+               share=False, weight=1.0, open_timeout=30.0):
         """Opens a stream of batches; see stoker.Stream. Raises at once if
         the daemon refuses the request (NotFound, InvalidArgument, ...) or
         cannot be reached within `reconnect_timeout` seconds (Unavailable).
         `hold` (shm only) is how many batches you keep unreleased beyond
         the one being replaced; the ring has prefetch + hold slots.
+        `share` joins a shared preprocessing run (jobs with the same
+        dataset, pipeline, seed, batch size and world size get the same
+        batches, built once). `weight` is the job's fair share of the
+        daemon's workers when this stream starts the job. `open_timeout` is
+        how long the daemon may hold the open waiting for memory budget or
+        this rank's previous stream.
         """
         from .stream import Stream, StreamRequest
         request = StreamRequest(
             dataset=dataset, pipeline=pipeline, batch_size=batch_size,
             seed=seed, epochs=epochs, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold)
+            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold,
+            share=share, weight=weight, open_timeout=open_timeout)
         return Stream(self, request, transport=transport, start=start,
                       reconnect_timeout=reconnect_timeout)
 

@@ -56,6 +56,9 @@ class StreamRequest:
     drop_last: bool = False
     prefetch: int = 0
     hold: int = 1
+    share: bool = False
+    weight: float = 1.0
+    open_timeout: float = 30.0
 
     def __post_init__(self):
         for name in ("dataset", "pipeline", "job_id"):
@@ -68,6 +71,14 @@ class StreamRequest:
                           ("hold", _UINT32)):
             object.__setattr__(self, name,
                                _check_int(name, getattr(self, name), top))
+        for name in ("weight", "open_timeout"):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or
+                    not isinstance(value, (int, float)) or not value > 0):
+                raise ValueError(f"{name} must be a number > 0, got "
+                                 f"{value!r}")
+            object.__setattr__(self, name, float(value))
+        object.__setattr__(self, "share", bool(self.share))
 
     def to_proto(self, start, transport):
         request = pb.StreamRequest()
@@ -76,6 +87,8 @@ class StreamRequest:
         o.batch_size, o.seed, o.epochs = self.batch_size, self.seed, self.epochs
         o.rank, o.world_size, o.job_id = self.rank, self.world_size, self.job_id
         o.drop_last, o.prefetch = bool(self.drop_last), self.prefetch
+        o.share, o.weight = self.share, self.weight
+        o.open_timeout = self.open_timeout
         o.start.epoch, o.start.step = start
         transport.prepare(o)
         if transport.ack_on_release:
@@ -138,6 +151,7 @@ class StreamInfo:
     transport: str
     outputs: Tuple[TensorSpec, ...]
     start: Position
+    shared: bool = False  # Joined a shared preprocessing run.
 
 
 class Stream:
@@ -319,7 +333,7 @@ class Stream:
                           if step >= self._info.steps_per_epoch
                           else Position(b.epoch, step))
         return Batch(arrays, b.epoch, b.step, list(b.sample_ids),
-                     list(b.skipped_ids), release)
+                     list(b.skipped_ids), release, shared=b.shared)
 
     def close(self):
         """Ends the stream and frees what the daemon holds for it.
@@ -439,4 +453,4 @@ class Stream:
             samples_per_epoch=h.samples_per_epoch, prefetch=h.prefetch,
             transport=transport.name,
             outputs=tuple(tensor_spec(o) for o in h.outputs),
-            start=Position(h.start.epoch, h.start.step))
+            start=Position(h.start.epoch, h.start.step), shared=h.shared)

@@ -143,7 +143,7 @@ class Loader:
                  epochs=None, rank=None, world_size=None, job_id=None,
                  drop_last=False, transport="auto", prefetch=0, start=(0, 0),
                  reconnect_timeout=30.0, device=None, hold=1,
-                 zero_copy=False):
+                 zero_copy=False, share=False, weight=1.0):
         self._stream = None  # For __del__ if checks below fail.
         rank, world_size, job_id = distributed_context(rank, world_size,
                                                        job_id)
@@ -151,7 +151,8 @@ class Loader:
         self._request = StreamRequest(
             dataset=dataset, pipeline=pipeline, batch_size=batch_size,
             seed=seed, epochs=epochs or 0, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold)
+            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold,
+            share=share, weight=weight)
         self._zero_copy = bool(zero_copy)
         self._transport = transport
         candidates(transport, address if isinstance(address, str)

@@ -1,0 +1,81 @@
+"""Jobs and shared runs against a real stokerd: two jobs opted in with
+`share` get the same bytes over shm and grpc, built once, and say so in
+`stoker stream --json` and on each Python batch; a stream that disagrees
+with its job is refused naming the field."""
+import json
+import subprocess
+
+import pytest
+import xxhash
+
+import stoker
+from conftest import STOKER
+
+
+def test_two_shared_cli_jobs_get_the_same_bytes_and_count_shared_batches(
+        client_daemon):
+    args = [STOKER, "stream", "--address", client_daemon.address, "--json",
+            "--quiet", "--dataset", "train", "--pipeline", "bytes",
+            "--batch-size", "3", "--seed", "5", "--epochs", "3", "--share",
+            "--prefetch", "2", "--step-ms", "100"]
+    procs = [subprocess.Popen(args + ["--job-id", job, "--transport", t],
+                              stdout=subprocess.PIPE, text=True)
+             for job, t in (("sweep-1", "shm"), ("sweep-2", "grpc"))]
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    a, b = results
+    assert a["content_digest"] == b["content_digest"]
+    assert a["batches"] == b["batches"] == 30
+    # Started together, they share batches (how many depends on how soon
+    # the second process opens: a run keeps the last 8 + prefetch batches).
+    assert a["shared_batches"] > 0 and b["shared_batches"] > 0
+    # Alone and unshared, the same bytes.
+    alone = subprocess.run(
+        [STOKER, "stream", "--address", client_daemon.address, "--json",
+         "--quiet", "--dataset", "train", "--pipeline", "bytes",
+         "--batch-size", "3", "--seed", "5", "--epochs", "3"],
+        check=True, capture_output=True, text=True)
+    solo = json.loads(alone.stdout.strip().splitlines()[-1])
+    assert solo["content_digest"] == a["content_digest"]
+    assert solo["shared_batches"] == 0
+
+
+def test_python_streams_of_two_jobs_share_over_shm(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    args = dict(batch_size=4, seed=9, epochs=2, share=True, prefetch=2)
+    with client.stream("train", "bytes", job_id="a", transport="shm",
+                       **args) as s1, \
+            client.stream("train", "bytes", job_id="b", transport="shm",
+                          **args) as s2:
+        assert s1.info.shared and s2.info.shared
+        h1, h2, shared = xxhash.xxh3_64(), xxhash.xxh3_64(), 0
+        for b1, b2 in zip(s1, s2):
+            for h, batch in ((h1, b1), (h2, b2)):
+                for array in batch.values():
+                    h.update(array)
+                shared += batch.shared
+                batch.release()
+    assert h1.hexdigest() == h2.hexdigest()
+    assert shared >= 2 * 16 - 4  # 30 samples / 4 = 8 steps x 2 epochs each.
+
+
+def test_a_stream_that_disagrees_with_its_job_is_refused(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "bytes", batch_size=4, epochs=0, job_id="j",
+                       world_size=2, rank=0, transport="grpc"):
+        with pytest.raises(stoker.FailedPrecondition) as e:
+            client.stream("train", "bytes", batch_size=8, epochs=0,
+                          job_id="j", world_size=2, rank=1, transport="grpc")
+        assert "job 'j': batch_size 4" in str(e.value)
+        assert "asks for 8" in str(e.value)
+
+
+def test_bad_share_arguments_raise_value_error(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    with pytest.raises(ValueError, match="weight must be a number > 0"):
+        client.stream("train", "bytes", batch_size=4, weight=0)
+    with pytest.raises(ValueError, match="open_timeout"):
+        client.stream("train", "bytes", batch_size=4, open_timeout="x")
