@@ -2,6 +2,8 @@
 // the daemon's shared-memory ring.
 #include <dirent.h>
 
+#include <thread>
+
 #include <deque>
 
 #include "gmock/gmock.h"
@@ -111,6 +113,29 @@ TEST_F(ShmTest, ClientThatLeavesFreesItsRing) {
   EXPECT_EQ(svc->GetStats().bytes_reserved, 0u);
   // The daemon's memfd and the client's connection are closed again.
   EXPECT_LE(OpenFds(), fds_before);
+}
+
+TEST_F(ShmTest, AShortStreamWaitsForItsClientToFetchTheRing) {
+  // A one-batch stream is done as soon as its batch is sent: it must not
+  // end (and free its ring) before the client has fetched the ring.
+  for (int round = 0; round < 10; ++round) {
+    std::vector<std::thread> threads;
+    for (uint32_t rank = 0; rank < 4; ++rank) {
+      threads.emplace_back([&, rank] {
+        StreamOptions o = Options("shm");
+        o.epochs = 1;
+        o.batch_size = 12;
+        o.drop_last = true;
+        o.rank = rank;
+        o.world_size = 4;  // 50 samples: one step of 12 a rank.
+        o.job_id = absl::StrCat("short-", round);
+        testing::Consumed c = testing::Consume(server_->target(), o);
+        EXPECT_TRUE(absl::IsOutOfRange(c.status)) << c.status;
+        EXPECT_EQ(c.ids.size(), 12u);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
 }
 
 TEST_F(ShmTest, CudaIpcWithoutGpuDeliveryIsFailedPreconditionWithTheReason) {

@@ -40,15 +40,18 @@ class Delivery {
   virtual grpc::ByteBuffer Encode(service::ReadyBatch batch) = 0;
   // The client acknowledged the batch at (epoch, step).
   virtual void Acked(uint64_t epoch, uint64_t step) = 0;
-  // Whether the stream ends only after the client acknowledged every batch.
-  // True where the client acks on receipt (its last stall report is then
-  // never lost); false for shm, whose client may hold its last batches
-  // after the end: their slots stay valid, since nothing refills them.
-  virtual bool EndAfterLastAck() const = 0;
+  // Whether a stream whose every batch was sent may end now, with `unacked`
+  // batches not yet acknowledged. grpc: only once all are acknowledged (the
+  // client acks on receipt, so its last stall report is never lost). shm:
+  // once the client has fetched the ring, which ending would free; its
+  // client may hold its last batches after the end (their slots stay
+  // valid, since nothing refills them), so acks are not awaited.
+  virtual bool MayEnd(uint32_t unacked) const = 0;
   // Adds what the client needs to know to the stream header.
   virtual void DescribeIn(v1::StreamHeader* header) = 0;
-  // `hook` runs when a buffer comes back other than through an ack; cleared
-  // (and never run again) by ClearReturnHook.
+  // `hook` runs when a buffer comes back other than through an ack, or when
+  // MayEnd may have changed; cleared (and never run again) by
+  // ClearReturnHook.
   virtual void SetReturnHook(std::function<void()> hook) = 0;
   virtual void ClearReturnHook() = 0;
 };
@@ -62,7 +65,7 @@ class GrpcDelivery : public Delivery {
   }
   grpc::ByteBuffer Encode(service::ReadyBatch batch) override;
   void Acked(uint64_t, uint64_t) override {}
-  bool EndAfterLastAck() const override { return true; }
+  bool MayEnd(uint32_t unacked) const override { return unacked == 0; }
   void DescribeIn(v1::StreamHeader* header) override;
   void SetReturnHook(std::function<void()> hook) override {
     pool_->SetReturnHook(std::move(hook));
@@ -84,10 +87,12 @@ class ShmDelivery : public Delivery {
   }
   grpc::ByteBuffer Encode(service::ReadyBatch batch) override;
   void Acked(uint64_t epoch, uint64_t step) override;
-  bool EndAfterLastAck() const override { return false; }
+  bool MayEnd(uint32_t) const override { return ring_->handed_over(); }
   void DescribeIn(v1::StreamHeader* header) override;
-  void SetReturnHook(std::function<void()>) override {}
-  void ClearReturnHook() override {}
+  void SetReturnHook(std::function<void()> hook) override {
+    ring_->SetHandOverHook(std::move(hook));
+  }
+  void ClearReturnHook() override { ring_->ClearHandOverHook(); }
 
  private:
   const std::shared_ptr<ShmRing> ring_;

@@ -207,9 +207,8 @@ void StreamReactor::Pump() {
       out_ = delivery_->Encode(*std::move(batch));
       writing_ = start_write = true;
       batch_write_started_ = std::chrono::steady_clock::now();
-    } else if (stream_->Done() &&
-               (unacked_ == 0 || !delivery_->EndAfterLastAck() ||
-                !stream_->status().ok())) {
+    } else if (stream_->Done() && (delivery_->MayEnd(unacked_) ||
+                                   !stream_->status().ok())) {
       finish = ToGrpcStatus(stream_->status());
     }
   }

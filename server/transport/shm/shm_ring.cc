@@ -77,6 +77,31 @@ void ShmRing::Release(uint32_t slot) {
   free_.push_back(slot);
 }
 
+void ShmRing::MarkHandedOver() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (handed_over_) return;
+    handed_over_ = true;
+  }
+  absl::MutexLock lock(&hook_mu_);
+  if (hook_) hook_();
+}
+
+bool ShmRing::handed_over() const {
+  absl::MutexLock lock(&mu_);
+  return handed_over_;
+}
+
+void ShmRing::SetHandOverHook(std::function<void()> hook) {
+  absl::MutexLock lock(&hook_mu_);
+  hook_ = std::move(hook);
+}
+
+void ShmRing::ClearHandOverHook() {
+  absl::MutexLock lock(&hook_mu_);
+  hook_ = nullptr;
+}
+
 uint32_t ShmRing::free_slots() const {
   absl::MutexLock lock(&mu_);
   return static_cast<uint32_t>(free_.size());

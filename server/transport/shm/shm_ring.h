@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -47,6 +48,15 @@ class ShmRing : public std::enable_shared_from_this<ShmRing> {
   void Release(uint32_t slot);
   uint32_t free_slots() const;
 
+  // The client has received the ring's descriptor (FdServer). Runs the
+  // hand-over hook, once.
+  void MarkHandedOver();
+  bool handed_over() const;
+  // `hook` runs on MarkHandedOver; ClearHandOverHook() waits for a running
+  // hook and makes sure it never runs again.
+  void SetHandOverHook(std::function<void()> hook);
+  void ClearHandOverHook();
+
  private:
   ShmRing(int fd, uint8_t* base, uint32_t slots, size_t slot_bytes,
           std::shared_ptr<service::StreamTicket> ticket);
@@ -60,6 +70,10 @@ class ShmRing : public std::enable_shared_from_this<ShmRing> {
   mutable absl::Mutex mu_;
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> in_use_ ABSL_GUARDED_BY(mu_);
+  bool handed_over_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex hook_mu_;  // Held while the hook runs.
+  std::function<void()> hook_ ABSL_GUARDED_BY(hook_mu_);
 };
 
 // A batch buffer that is one slot of a ring.
