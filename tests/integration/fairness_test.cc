@@ -88,6 +88,15 @@ std::map<std::string, double> Rates(TestServer& server,
   return rates;
 }
 
+// ASan slows the pool and the transport unevenly: the normal build measures
+// the rates.
+#if defined(__SANITIZE_ADDRESS__)
+#define SKIP_UNDER_ASAN() \
+  GTEST_SKIP() << "rate comparisons are not meaningful under ASan"
+#else
+#define SKIP_UNDER_ASAN() (void)0
+#endif
+
 std::unique_ptr<TestServer> Start() {
   TestServerOptions so;
   so.num_samples = 64;
@@ -97,6 +106,7 @@ std::unique_ptr<TestServer> Start() {
 }
 
 TEST(FairnessTest, EqualWeightsGetRatesWithinTenPercent) {
+  SKIP_UNDER_ASAN();
   auto server = Start();
   ASSERT_NE(server, nullptr);
   auto client = Client::Connect(server->target());
@@ -111,6 +121,7 @@ TEST(FairnessTest, EqualWeightsGetRatesWithinTenPercent) {
 }
 
 TEST(FairnessTest, WeightsOfTwoToOneGiveAboutTwoToOne) {
+  SKIP_UNDER_ASAN();
   auto server = Start();
   ASSERT_NE(server, nullptr);
   auto client = Client::Connect(server->target());
@@ -124,6 +135,7 @@ TEST(FairnessTest, WeightsOfTwoToOneGiveAboutTwoToOne) {
 }
 
 TEST(FairnessTest, AStoppedConsumerLeavesTheOthersTheirRate) {
+  SKIP_UNDER_ASAN();
   auto server = Start();
   ASSERT_NE(server, nullptr);
   auto client = Client::Connect(server->target());
@@ -146,7 +158,9 @@ TEST(FairnessTest, AStoppedConsumerLeavesTheOthersTheirRate) {
     with += stall["job-a"] + stall["job-c"];
     EXPECT_EQ(stall["job-stalled"], 0);
     for (const auto& s : server->server()->stream_service()->Snapshot()) {
-      if (s.spec.job_id == "job-stalled") EXPECT_EQ(s.stats.building, 0);
+      if (s.spec.job_id == "job-stalled") {
+        EXPECT_EQ(s.stats.building, 0);
+      }
     }
   }
   EXPECT_GE(with, 0.9 * without)
