@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "client/cli/connect_flags.h"
 #include "nlohmann/json.hpp"
 #include "stoker/client.h"
 
@@ -17,7 +18,7 @@ namespace stoker::cli {
 namespace {
 
 struct StreamFlags {
-  std::string address = "unix:/run/stoker/stoker.sock";
+  ConnectFlags connect;
   StreamOptions options;
   std::string indices_out;
   uint64_t max_batches = 0;
@@ -29,8 +30,14 @@ struct StreamFlags {
 int RunStream(const StreamFlags& flags) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  std::unique_ptr<Client> client = Client::Connect(flags.address);
-  auto stream = client->OpenStream(flags.options);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      ConnectFromFlags(flags.connect);
+  if (!client.ok()) {
+    std::fprintf(stderr, "stoker stream: %s\n",
+                 client.status().ToString().c_str());
+    return 1;
+  }
+  auto stream = (*client)->OpenStream(flags.options);
   if (!stream.ok()) {
     std::fprintf(stderr, "stoker stream: %s\n",
                  stream.status().ToString().c_str());
@@ -137,9 +144,7 @@ void AddStreamCommand(CLI::App& app) {
       "Consume a stream from stokerd and report samples/s (the reference "
       "client and smoke test)");
   StreamOptions& o = flags->options;
-  cmd->add_option("--address,-a", flags->address,
-                  "gRPC target of the daemon: unix:PATH or HOST:PORT")
-      ->capture_default_str();
+  AddConnectFlags(cmd, &flags->connect);
   cmd->add_option("--dataset,-d", o.dataset, "Dataset name from the config")
       ->required();
   cmd->add_option("--pipeline,-p", o.pipeline, "Pipeline name from the config")
