@@ -46,23 +46,39 @@ def install_deps_packages():
     return {p for p in block.split() if not p.startswith("#")}
 
 
-def needed_packages(binary):
-    """The Debian packages of the shared libraries `binary` names (NEEDED),
-    leaving out Stoker's own libraries."""
+def needed_libraries(binary):
+    """The paths of the shared libraries `binary` names (NEEDED), leaving
+    out Stoker's own libraries and the dynamic loader."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]",
                         run(["readelf", "-d", binary]).stdout)
     paths = dict(re.findall(r"^\s*(\S+) => (\S+)", run(["ldd", binary]).stdout,
                             re.M))
+    return {paths[soname] for soname in needed
+            if not soname.startswith(("libstoker_", "ld-linux"))}
+
+
+def owning_packages(paths):
+    """The Debian packages that own `paths` (one dpkg query: it is slow)."""
+    # With merged /usr, dpkg may know a file by its /lib or its /usr/lib
+    # name: ask for both.
+    queries = set()
+    for path in paths:
+        queries |= {path, path.replace("/usr/lib/", "/lib/", 1),
+                    path.replace("/lib/", "/usr/lib/", 1)}
+    out = subprocess.run(["dpkg", "-S", *sorted(queries)],
+                         capture_output=True, text=True)
+    owners = {}
+    for line in out.stdout.splitlines():
+        package, _, path = line.partition(": ")
+        owners[path] = package.split(":")[0]
     packages = set()
-    for soname in needed:
-        if soname.startswith("libstoker_") or soname.startswith("ld-linux"):
-            continue
-        path = paths[soname]
-        owner = subprocess.run(["dpkg", "-S", path], capture_output=True,
-                               text=True)
-        if owner.returncode != 0:  # /lib vs /usr/lib (merged /usr).
-            owner = run(["dpkg", "-S", path.replace("/lib/", "/usr/lib/", 1)])
-        packages.add(owner.stdout.split(":")[0])
+    for path in paths:
+        names = [owners.get(path),
+                 owners.get(path.replace("/usr/lib/", "/lib/", 1)),
+                 owners.get(path.replace("/lib/", "/usr/lib/", 1))]
+        found = [n for n in names if n]
+        assert found, f"no package owns {path}"
+        packages.add(found[0])
     return packages
 
 
@@ -92,12 +108,12 @@ def test_build_stage_packages_come_from_install_deps():
 def test_runtime_stage_has_exactly_the_libraries_the_binaries_need():
     _, (_, runtime) = stages(DOCKERFILE.read_text())
     listed = set(apt_packages(runtime))
-    needed = set()
+    libraries = set()
     for binary in (STOKERD, BUILD / "client" / "cli" / "stoker",
                    BUILD / "proto" / "libstoker_proto.so",
                    BUILD / "client" / "libstoker_client.so"):
-        needed |= needed_packages(binary)
-    needed -= BASE_IMAGE_PACKAGES
+        libraries |= needed_libraries(binary)
+    needed = owning_packages(libraries) - BASE_IMAGE_PACKAGES
     assert needed - listed == set(), "missing from the runtime stage"
     assert listed - needed == set(), "listed but not needed"
 
