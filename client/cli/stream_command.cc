@@ -25,6 +25,7 @@ struct StreamFlags {
   int step_ms = 0;
   bool json = false;
   bool quiet = false;
+  double open_timeout_s = 30;
 };
 
 int RunStream(const StreamFlags& flags) {
@@ -37,7 +38,10 @@ int RunStream(const StreamFlags& flags) {
                  client.status().ToString().c_str());
     return 1;
   }
-  auto stream = (*client)->OpenStream(flags.options);
+  StreamOptions options = flags.options;
+  options.open_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(flags.open_timeout_s * 1000));
+  auto stream = (*client)->OpenStream(options);
   if (!stream.ok()) {
     std::fprintf(stderr, "stoker stream: %s\n",
                  stream.status().ToString().c_str());
@@ -175,6 +179,11 @@ void AddStreamCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--start-step", o.start.step,
                   "Resume position: step of the first batch")
+      ->capture_default_str();
+  cmd->add_option("--open-timeout", flags->open_timeout_s,
+                  "Seconds to wait for the daemon when opening; a refused "
+                  "TLS handshake shows as UNAVAILABLE after it")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--max-batches", flags->max_batches,
                   "Stop after this many batches (0: until the stream ends); "

@@ -406,8 +406,16 @@ absl::Status Stream::OpenWith(int transport_number,
   const auto wait = deadline - Clock::now();
   if (!client_->impl_->channel->WaitForConnected(
           std::chrono::system_clock::now() + wait)) {
+    // A fail-fast call tells why: no listener, or a TLS handshake refused.
+    grpc::ClientContext probe;
+    probe.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(1));
+    v1::ListDatasetsResponse ignored;
+    const grpc::Status why = client_->impl_->stub->ListDatasets(
+        &probe, v1::ListDatasetsRequest(), &ignored);
     return absl::UnavailableError(
-        absl::StrCat("cannot reach stokerd at ", client_->impl_->target));
+        absl::StrCat("cannot reach stokerd at ", client_->impl_->target,
+                     why.ok() ? "" : ": ", why.error_message()));
   }
   call_ = std::make_unique<Call>();
   call_->rw = client_->impl_->stub->Stream(&call_->context);

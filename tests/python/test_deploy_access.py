@@ -206,6 +206,14 @@ def test_mutual_tls_refuses_clients_without_a_valid_certificate(
             out = top(*tls)
             assert out.returncode == 1, (tls, out.stdout)
             assert "UNAVAILABLE" in out.stderr, out.stderr
+        # stoker stream gives up after --open-timeout, saying why it could
+        # not connect.
+        start_time = time.monotonic()
+        out = cli_stream(address, "--tls-ca", pki / "ca.pem",
+                         "--open-timeout", 1, check=False)
+        assert out.returncode == 1
+        assert f"UNAVAILABLE: cannot reach stokerd at {address}: " in out.stderr
+        assert time.monotonic() - start_time < 20
         assert isinstance(refused_by_python(address, tls_ca=str(pki / "ca.pem")),
                           stoker.errors.Unavailable)
         assert isinstance(refused_by_python(
