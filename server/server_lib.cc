@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <grpc/grpc.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -320,6 +321,17 @@ void StokerServer::Stop() {
 absl::Status StokerServer::Reload(const config::ServerOptions& options) {
   auto catalog = BuildCatalog(options);
   if (!catalog.ok()) return catalog.status();
+  const config::ListenOptions& a = options_.listen;
+  const config::ListenOptions& b = options.listen;
+  if (std::tie(a.unix_path, a.tcp, a.unix_mode, a.unix_group, a.tls_cert,
+               a.tls_key, a.tls_client_ca, a.insecure_remote) !=
+      std::tie(b.unix_path, b.tcp, b.unix_mode, b.unix_group, b.tls_cert,
+               b.tls_key, b.tls_client_ca, b.insecure_remote)) {
+    Log(LogLevel::kWarning, "listen_unchanged",
+        {{"reason",
+          "a reload swaps datasets and pipelines only; the changed listen "
+          "settings take effect at the next start"}});
+  }
   std::vector<metrics::DatasetStorage> storage =
       ProbeStorage(options, storage_probe_);
   service_->SetCatalog(*std::move(catalog));

@@ -196,8 +196,8 @@ void ConfigReader::ReadListen(const MapEntry& entry) {
                 "and group)");
   }
   const std::string& tcp = options_.listen.tcp;
-  if (!tcp.empty() && options_.listen.tls_cert.empty() &&
-      !options_.listen.insecure_remote && !internal::IsLoopbackAddress(tcp)) {
+  if (!tcp.empty() && !tls && !options_.listen.insecure_remote &&
+      !internal::IsLoopbackAddress(tcp)) {
     diag_.Error(tcp_mark,
                 absl::StrCat("listen.tcp: ", tcp,
                              " is reachable beyond this node and has no TLS; "

@@ -332,9 +332,11 @@ def test_reload_keeps_a_running_stream_alive(daemon, tmp_path):
     try:
         wait_for_log(daemon, "event=stream_open", count=2)
         # Replace the catalog: the stream's pipeline is gone, another added.
+        # A listener change is not applied, and the log says so.
         config = daemon.config
-        config.write_text(config.read_text().replace("  train:\n    - decode",
-                                                     "  other:\n    - decode"))
+        config.write_text(config.read_text().replace(
+            "  train:\n    - decode", "  other:\n    - decode").replace(
+            "listen: {unix: ", "listen: {unix_mode: \"0600\", unix: "))
         daemon.signal(signal.SIGHUP)
         wait_for_log(daemon, "event=reloaded")
         # Still streaming after the reload.
@@ -350,6 +352,8 @@ def test_reload_keeps_a_running_stream_alive(daemon, tmp_path):
     assert result["samples"] == 30
     assert result["content_digest"] == reference["content_digest"]
     assert sorted(int(i) for i in ids.read_text().split()) == list(range(30))
+    assert "event=listen_unchanged" in daemon.log()
+    assert stat.S_IMODE(os.stat(daemon.socket).st_mode) == 0o660
     # New streams see the new catalog.
     gone = cli_stream(daemon.address, check=False)
     assert gone.returncode == 1 and "NOT_FOUND" in gone.stderr
