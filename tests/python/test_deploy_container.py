@@ -48,13 +48,16 @@ def install_deps_packages():
 
 def needed_libraries(binary):
     """The paths of the shared libraries `binary` names (NEEDED), leaving
-    out Stoker's own libraries and the dynamic loader."""
+    out Stoker's own libraries, the dynamic loader and sanitizer runtimes."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]",
                         run(["readelf", "-d", binary]).stdout)
     paths = dict(re.findall(r"^\s*(\S+) => (\S+)", run(["ldd", binary]).stdout,
                             re.M))
+    # A sanitizer build (tests/run.sh's second pass) also needs the
+    # sanitizer runtimes, which a release image does not.
     return {paths[soname] for soname in needed
-            if not soname.startswith(("libstoker_", "ld-linux"))}
+            if not soname.startswith(("libstoker_", "ld-linux", "libasan",
+                                      "libubsan"))}
 
 
 def owning_packages(paths):
