@@ -29,13 +29,17 @@ def start(tmp_path, dataset, listen_extra="", tcp=None, extra=""):
     config.write_text(config.read_text().replace(
         f"listen: {{unix: {socket}}}", f"listen: {{{listen}}}"))
     daemon = Daemon(config, socket).start()
-    # The socket accepts a moment before the daemon logs `listening`.
-    wait_for_log(daemon, "event=listening")
-    port = None
-    if tcp:
-        match = re.search(r"event=listening .*tcp=(\d+)", daemon.log())
-        assert match, daemon.log()
-        port = int(match.group(1))
+    try:
+        # The socket accepts a moment before the daemon logs `listening`.
+        wait_for_log(daemon, "event=listening")
+        port = None
+        if tcp:
+            match = re.search(r"event=listening .*tcp=(\d+)", daemon.log())
+            assert match, daemon.log()
+            port = int(match.group(1))
+    except BaseException:
+        daemon.stop()
+        raise
     return daemon, port
 
 
