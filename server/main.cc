@@ -1,6 +1,8 @@
 // stokerd: the Stoker daemon. Loads datasets and pipelines from a YAML
 // config, runs the worker pool and serves batches over gRPC until SIGTERM or
-// SIGINT; SIGHUP reloads datasets and pipelines from the same file.
+// SIGINT; SIGHUP reloads datasets and pipelines from the same file. Under
+// systemd (Type=notify) it reports READY, RELOADING, STOPPING, STATUS and
+// watchdog pings; see deploy/systemd/.
 #include <signal.h>
 
 #include <cstdio>
@@ -12,6 +14,8 @@
 #include "server/config/config_reference.h"
 #include "server/metrics/log.h"
 #include "server/server_lib.h"
+#include "server/systemd/notifier.h"
+#include "server/systemd/status_line.h"
 
 namespace {
 
@@ -71,6 +75,14 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Started before the datasets load, so the watchdog is fed while they do.
+  // Stopped explicitly below, before the server its status source reads.
+  stoker::systemd::Notifier notifier;
+  if (!check_only) {
+    notifier.Start();
+    notifier.Status("loading datasets");
+  }
+
   stoker::StokerServer::KeepGrpcAlive();
   auto options = stoker::config::LoadConfigFile(config_path);
   if (!options.ok()) return Fail(options.status());
@@ -83,6 +95,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (absl::Status s = (*server)->Start(); !s.ok()) return Fail(s);
+  stoker::StokerServer* const daemon = server->get();
+  notifier.SetStatusSource(
+      [daemon, line = stoker::systemd::StatusLine()]() mutable {
+        return line.Next(daemon->Stats());
+      });
+  const auto serving = [](const stoker::config::ServerOptions& o) {
+    return absl::StrCat("serving ", o.datasets.size(), " datasets, ",
+                        o.pipelines.size(), " pipelines");
+  };
+  notifier.Ready(serving(*options));
 
   for (;;) {
     int sig = 0;
@@ -91,17 +113,23 @@ int main(int argc, char** argv) {
       Log(LogLevel::kInfo, "stopping", {{"signal", strsignal(sig)}});
       break;
     }
+    notifier.Reloading();
     auto reloaded = stoker::config::LoadConfigFile(config_path);
     absl::Status s =
         reloaded.ok() ? (*server)->Reload(*reloaded) : reloaded.status();
     if (s.ok()) {
       Log(LogLevel::kInfo, "reloaded", {{"config", config_path}});
+      notifier.Ready(absl::StrCat("reloaded; ", serving(*reloaded)));
     } else {
       Log(LogLevel::kError, "reload_refused",
           {{"config", config_path}, {"reason", std::string(s.message())}});
+      notifier.Ready(absl::StrCat("reload refused, the previous config stays: ",
+                                  s.message()));
     }
   }
+  notifier.Stopping("stopping: ending streams");
   (*server)->Stop();
+  notifier.Stop();
   Log(LogLevel::kInfo, "stopped");
   return 0;
 }

@@ -8,9 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <tuple>
 
 #include <grpc/grpc.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/metrics/log.h"
@@ -72,6 +76,45 @@ absl::Status SetSocketAccess(const config::ListenOptions& listen) {
         absl::StrCat("chmod ", listen.unix_path, ": ", strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// Reads a PEM file named by the config key `key`; the error names both.
+absl::StatusOr<std::string> ReadPem(absl::string_view key,
+                                    const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key, ": cannot read '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": '", path, "' is not a PEM file (no -----BEGIN)"));
+  }
+  return text.str();
+}
+
+// The credentials of the TCP listener: TLS when the config names a
+// certificate (mutual TLS with a client CA), else plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
+    const config::ListenOptions& listen) {
+  if (listen.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  auto cert = ReadPem("listen.tls.cert", listen.tls_cert);
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem("listen.tls.key", listen.tls_key);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl(
+      GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  if (!listen.tls_client_ca.empty()) {
+    auto ca = ReadPem("listen.tls.client_ca", listen.tls_client_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
 }
 
 // Checks where each dataset lives and logs a warning, with the remedy, for
@@ -143,10 +186,17 @@ StokerServer::StokerServer(config::ServerOptions options,
 absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
     config::ServerOptions options,
     metrics::StorageProbeOptions storage_probe) {
+  auto credentials = TcpCredentials(options.listen);
+  if (!credentials.ok()) {
+    return absl::Status(
+        credentials.status().code(),
+        absl::StrCat(options.source, ": ", credentials.status().message()));
+  }
   auto catalog = BuildCatalog(options);
   if (!catalog.ok()) return catalog.status();
   std::unique_ptr<StokerServer> server(
       new StokerServer(std::move(options), std::move(storage_probe)));
+  server->tcp_credentials_ = *std::move(credentials);
   const config::ServerOptions& o = server->options_;
   {
     std::vector<metrics::DatasetStorage> storage =
@@ -210,8 +260,14 @@ absl::Status StokerServer::Start() {
     grpc_service_->SetUnixAcceptor(unix_acceptor_.get());
   }
   if (!listen.tcp.empty()) {
-    builder.AddListeningPort(listen.tcp, grpc::InsecureServerCredentials(),
-                             &tcp_port_);
+    builder.AddListeningPort(listen.tcp, tcp_credentials_, &tcp_port_);
+    if (listen.tls_cert.empty() && listen.insecure_remote) {
+      Log(LogLevel::kWarning, "insecure_remote_listener",
+          {{"tcp", listen.tcp},
+           {"reason",
+            "listen.insecure_remote is set: plaintext gRPC without client "
+            "authentication is open to the network; use listen.tls"}});
+    }
   }
   if (fd_server_ != nullptr) {
     if (absl::Status s = fd_server_->Start(); !s.ok()) return s;
@@ -225,7 +281,12 @@ absl::Status StokerServer::Start() {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ",
         listen.unix_path.empty() ? "" : "unix:" + listen.unix_path, " ",
-        listen.tcp, ": in use, or no permission"));
+        listen.tcp, ": in use, or no permission",
+        listen.tls_cert.empty()
+            ? ""
+            : absl::StrCat(", or listen.tls.key ", listen.tls_key,
+                           " does not belong to listen.tls.cert ",
+                           listen.tls_cert)));
   }
   if (!listen.unix_path.empty()) {
     if (absl::Status s = SetSocketAccess(listen); !s.ok()) return s;
@@ -234,6 +295,9 @@ absl::Status StokerServer::Start() {
   Log(LogLevel::kInfo, "listening",
       {{"unix", listen.unix_path},
        {"tcp", listen.tcp.empty() ? "" : absl::StrCat(tcp_port_)},
+       {"tls", listen.tls_cert.empty()        ? "off"
+               : listen.tls_client_ca.empty() ? "on"
+                                              : "mutual"},
        {"workers", absl::StrCat(pool_->num_threads())},
        {"datasets", absl::StrCat(options_.datasets.size())},
        {"pipelines", absl::StrCat(options_.pipelines.size())}});
@@ -266,6 +330,17 @@ void StokerServer::Stop() {
 absl::Status StokerServer::Reload(const config::ServerOptions& options) {
   auto catalog = BuildCatalog(options);
   if (!catalog.ok()) return catalog.status();
+  const config::ListenOptions& a = options_.listen;
+  const config::ListenOptions& b = options.listen;
+  if (std::tie(a.unix_path, a.tcp, a.unix_mode, a.unix_group, a.tls_cert,
+               a.tls_key, a.tls_client_ca, a.insecure_remote) !=
+      std::tie(b.unix_path, b.tcp, b.unix_mode, b.unix_group, b.tls_cert,
+               b.tls_key, b.tls_client_ca, b.insecure_remote)) {
+    Log(LogLevel::kWarning, "listen_unchanged",
+        {{"reason",
+          "a reload swaps datasets and pipelines only; the changed listen "
+          "settings take effect at the next start"}});
+  }
   std::vector<metrics::DatasetStorage> storage =
       ProbeStorage(options, storage_probe_);
   service_->SetCatalog(*std::move(catalog));

@@ -3,9 +3,9 @@
 // and wires them together. Nothing else sees all of them.
 //
 // Lifecycle: Create() loads everything the config names (and fails with the
-// dataset or pipeline at fault); Start() binds the listeners; Stop() ends
-// every stream with UNAVAILABLE (clients resume at their position), shuts the
-// gRPC server down and drains the pool. Stop() is idempotent and the
+// dataset, pipeline or TLS file at fault); Start() binds the listeners; Stop()
+// ends every stream with UNAVAILABLE (clients resume at their position), shuts
+// the gRPC server down and drains the pool. Stop() is idempotent and the
 // destructor calls it.
 //
 // Thread-safe.
@@ -86,6 +86,8 @@ class StokerServer {
   std::unique_ptr<transport::GrpcService> grpc_service_;
   std::unique_ptr<transport::UnixAcceptor> unix_acceptor_;
   std::unique_ptr<grpc::Server> server_;
+  // Plaintext, or TLS from listen.tls_*; the PEM files are read in Create().
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials_;
   int tcp_port_ = 0;
   // Serves /metrics; set in Start() when the config turns metrics on.
   std::unique_ptr<metrics::MetricsExposer> exposer_;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "client/cli/connect_flags.h"
 #include "nlohmann/json.hpp"
 #include "stoker/client.h"
 
@@ -17,20 +18,30 @@ namespace stoker::cli {
 namespace {
 
 struct StreamFlags {
-  std::string address = "unix:/run/stoker/stoker.sock";
+  ConnectFlags connect;
   StreamOptions options;
   std::string indices_out;
   uint64_t max_batches = 0;
   int step_ms = 0;
   bool json = false;
   bool quiet = false;
+  double open_timeout_s = 30;
 };
 
 int RunStream(const StreamFlags& flags) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  std::unique_ptr<Client> client = Client::Connect(flags.address);
-  auto stream = client->OpenStream(flags.options);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      ConnectFromFlags(flags.connect);
+  if (!client.ok()) {
+    std::fprintf(stderr, "stoker stream: %s\n",
+                 client.status().ToString().c_str());
+    return 1;
+  }
+  StreamOptions options = flags.options;
+  options.open_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(flags.open_timeout_s * 1000));
+  auto stream = (*client)->OpenStream(options);
   if (!stream.ok()) {
     std::fprintf(stderr, "stoker stream: %s\n",
                  stream.status().ToString().c_str());
@@ -139,9 +150,7 @@ void AddStreamCommand(CLI::App& app) {
       "Consume a stream from stokerd and report samples/s (the reference "
       "client and smoke test)");
   StreamOptions& o = flags->options;
-  cmd->add_option("--address,-a", flags->address,
-                  "gRPC target of the daemon: unix:PATH or HOST:PORT")
-      ->capture_default_str();
+  AddConnectFlags(cmd, &flags->connect);
   cmd->add_option("--dataset,-d", o.dataset, "Dataset name from the config")
       ->required();
   cmd->add_option("--pipeline,-p", o.pipeline, "Pipeline name from the config")
@@ -175,19 +184,18 @@ void AddStreamCommand(CLI::App& app) {
                   "The job's fair share of the daemon's workers, if this "
                   "stream starts the job and the config names none")
       ->capture_default_str();
-  cmd->add_option_function<double>(
-         "--open-timeout",
-         [&o](double s) {
-           o.open_timeout = std::chrono::milliseconds(
-               static_cast<int64_t>(s * 1000));
-         },
-         "Seconds opening may wait for the daemon, its memory budget or "
-         "this rank's previous stream (default 30)");
+
   cmd->add_option("--start-epoch", o.start.epoch,
                   "Resume position: epoch of the first batch")
       ->capture_default_str();
   cmd->add_option("--start-step", o.start.step,
                   "Resume position: step of the first batch")
+      ->capture_default_str();
+  cmd->add_option("--open-timeout", flags->open_timeout_s,
+                  "Seconds opening may wait: for the daemon (a refused TLS "
+                  "handshake shows as UNAVAILABLE after it), and in the "
+                  "daemon for memory budget or this rank's previous stream")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--max-batches", flags->max_batches,
                   "Stop after this many batches (0: until the stream ends); "

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cli/connect_flags.h"
 #include "stoker/client.h"
 #include "stoker/v1/stoker.pb.h"
 
@@ -14,7 +15,7 @@ namespace stoker::cli {
 namespace {
 
 struct TopFlags {
-  std::string address = "unix:/run/stoker/stoker.sock";
+  ConnectFlags connect;
   double interval = 1.0;
   bool once = false;
   bool json = false;
@@ -51,11 +52,19 @@ std::string Stage(double seconds, double total) {
 }
 
 int RunTop(const TopFlags& flags) {
-  std::unique_ptr<Client> client = Client::Connect(flags.address);
+  const std::string& address = flags.connect.address;
+  absl::StatusOr<std::unique_ptr<Client>> connected =
+      ConnectFromFlags(flags.connect);
+  if (!connected.ok()) {
+    std::fprintf(stderr, "stoker top: %s\n",
+                 connected.status().ToString().c_str());
+    return 1;
+  }
+  Client* const client = connected->get();
   v1::DaemonStats before;
   if (absl::Status s = client->GetStats(&before); !s.ok()) {
     std::fprintf(stderr, "stoker top: cannot read stats from %s: %s\n",
-                 flags.address.c_str(), s.ToString().c_str());
+                 address.c_str(), s.ToString().c_str());
     return 1;
   }
   const auto interval = std::chrono::duration<double>(flags.interval);
@@ -64,7 +73,7 @@ int RunTop(const TopFlags& flags) {
     v1::DaemonStats after;
     if (absl::Status s = client->GetStats(&after); !s.ok()) {
       std::fprintf(stderr, "stoker top: cannot read stats from %s: %s\n",
-                   flags.address.c_str(), s.ToString().c_str());
+                   address.c_str(), s.ToString().c_str());
       return 1;
     }
     const TopView view = BuildView(before, after);
@@ -73,7 +82,7 @@ int RunTop(const TopFlags& flags) {
     } else {
       // Home and clear, then the screen: a refresh without scrolling.
       if (!flags.once) std::fputs("\033[H\033[2J", stdout);
-      std::fputs(Render(view, flags.address).c_str(), stdout);
+      std::fputs(Render(view, address).c_str(), stdout);
     }
     std::fflush(stdout);
     if (flags.once || (flags.count > 0 && n >= flags.count)) return 0;
@@ -160,9 +169,7 @@ void AddTopCommand(CLI::App& app) {
       "top",
       "Live view of a running stokerd: streams, jobs, rates, data stall, time "
       "per stage, and the bottleneck with the change to make");
-  cmd->add_option("--address,-a", flags->address,
-                  "gRPC target of the daemon: unix:PATH or HOST:PORT")
-      ->capture_default_str();
+  AddConnectFlags(cmd, &flags->connect);
   cmd->add_option("--interval", flags->interval,
                   "Seconds between samples; rates are over this interval")
       ->check(CLI::Range(0.1, 3600.0))

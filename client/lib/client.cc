@@ -9,8 +9,11 @@
 #include <cstring>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <grpcpp/grpcpp.h>
 
@@ -257,16 +260,69 @@ const TensorView* Batch::Find(const std::string& name) const {
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
-std::unique_ptr<Client> Client::Connect(const std::string& target) {
+namespace {
+
+grpc::ChannelArguments ChannelArgs() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   // Reconnect quickly after a daemon restart.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
+// The contents of the PEM file `path` (named `what` in errors), or "" for
+// an empty path.
+absl::StatusOr<std::string> ReadPemFile(const char* what,
+                                        const std::string& path) {
+  if (path.empty()) return std::string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read the TLS ", what, " '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the TLS ", what, " '", path, "' is not a PEM file (no -----BEGIN)"));
+  }
+  return text.str();
+}
+
+}  // namespace
+
+std::unique_ptr<Client> Client::Connect(const std::string& target) {
   auto impl = std::make_unique<Impl>();
   impl->target = target;
   impl->channel = grpc::CreateCustomChannel(
-      target, grpc::InsecureChannelCredentials(), args);
+      target, grpc::InsecureChannelCredentials(), ChannelArgs());
+  impl->stub = v1::Stoker::NewStub(impl->channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
+    const std::string& target, const TlsOptions& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a TLS client certificate needs its key and the key its certificate; "
+        "got only one of them");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [what, path, out] :
+       {std::tuple("CA", &tls.ca_file, &ssl.pem_root_certs),
+        std::tuple("client certificate", &tls.cert_file, &ssl.pem_cert_chain),
+        std::tuple("client key", &tls.key_file, &ssl.pem_private_key)}) {
+    absl::StatusOr<std::string> pem = ReadPemFile(what, *path);
+    if (!pem.ok()) return pem.status();
+    *out = *std::move(pem);
+  }
+  grpc::ChannelArguments args = ChannelArgs();
+  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  auto impl = std::make_unique<Impl>();
+  impl->target = target;
+  impl->channel =
+      grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
   impl->stub = v1::Stoker::NewStub(impl->channel);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -350,8 +406,16 @@ absl::Status Stream::OpenWith(int transport_number,
   const auto wait = deadline - Clock::now();
   if (!client_->impl_->channel->WaitForConnected(
           std::chrono::system_clock::now() + wait)) {
+    // A fail-fast call tells why: no listener, or a TLS handshake refused.
+    grpc::ClientContext probe;
+    probe.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(1));
+    v1::ListDatasetsResponse ignored;
+    const grpc::Status why = client_->impl_->stub->ListDatasets(
+        &probe, v1::ListDatasetsRequest(), &ignored);
     return absl::UnavailableError(
-        absl::StrCat("cannot reach stokerd at ", client_->impl_->target));
+        absl::StrCat("cannot reach stokerd at ", client_->impl_->target,
+                     why.ok() ? "" : ": ", why.error_message()));
   }
   call_ = std::make_unique<Call>();
   call_->rw = client_->impl_->stub->Stream(&call_->context);

@@ -58,6 +58,7 @@ class ConfigReader {
 
  private:
   void ReadListen(const MapEntry& entry);
+  void ReadTls(const MapEntry& entry);
   void ReadWorkers(const MapEntry& entry);
   void ReadOnCorrupt(const MapEntry& entry);
   void ReadLimits(const MapEntry& entry);
@@ -131,6 +132,8 @@ void ConfigReader::ReadListen(const MapEntry& entry) {
   bool has_unix = false;
   bool has_tcp = false;
   std::optional<MapEntry> unix_only;  // A unix_* key, which needs unix.
+  std::optional<MapEntry> tls;
+  YAML::Mark tcp_mark = entry.value_mark;
   for (const MapEntry& e :
        ReadMap(entry.value, "listen", AllowedKeys("listen"), diag_)) {
     if (e.key == "unix") {
@@ -150,6 +153,7 @@ void ConfigReader::ReadListen(const MapEntry& entry) {
       options_.listen.unix_path = std::move(resolved);
     } else if (e.key == "tcp") {
       has_tcp = true;
+      tcp_mark = e.value_mark;
       if (auto address = ReadAddress(e, "listen.tcp", diag_)) {
         options_.listen.tcp = *address;
       }
@@ -164,6 +168,21 @@ void ConfigReader::ReadListen(const MapEntry& entry) {
               ReadString(e, "listen.unix_group", "a group name", diag_)) {
         options_.listen.unix_group = *group;
       }
+    } else if (e.key == "tls") {
+      tls = e;
+      ReadTls(e);
+    } else if (e.key == "insecure_remote") {
+      const std::optional<bool> value =
+          e.value.IsScalar() ? internal::ParseBool(e.value.Scalar())
+                             : std::nullopt;
+      if (value) {
+        options_.listen.insecure_remote = *value;
+      } else {
+        diag_.Error(e.value_mark,
+                    absl::StrCat("listen.insecure_remote: expected true or "
+                                 "false, got ",
+                                 Describe(e.value)));
+      }
     }
   }
   if (!has_unix && !has_tcp) {
@@ -175,6 +194,50 @@ void ConfigReader::ReadListen(const MapEntry& entry) {
                 absl::StrCat("listen.", unix_only->key,
                              " is set but listen.unix is not; expected it "
                              "only with a unix socket"));
+  }
+  if (tls && !has_tcp) {
+    diag_.Error(tls->key_node.Mark(),
+                "listen.tls is set but listen.tcp is not; TLS applies to the "
+                "TCP listener only (the unix socket is guarded by its mode "
+                "and group)");
+  }
+  const std::string& tcp = options_.listen.tcp;
+  if (!tcp.empty() && !tls && !options_.listen.insecure_remote &&
+      !internal::IsLoopbackAddress(tcp)) {
+    diag_.Error(tcp_mark,
+                absl::StrCat("listen.tcp: ", tcp,
+                             " is reachable beyond this node and has no TLS; "
+                             "set listen.tls {cert, key} (and client_ca for "
+                             "client certificates), listen on 127.0.0.1, or "
+                             "set listen.insecure_remote: true to accept "
+                             "plaintext from the network"));
+  }
+}
+
+void ConfigReader::ReadTls(const MapEntry& entry) {
+  if (!ExpectMap(entry, "listen.tls", "{cert: server.pem, key: server.key}",
+                 diag_)) {
+    return;
+  }
+  ListenOptions& listen = options_.listen;
+  for (const MapEntry& e :
+       ReadMap(entry.value, "listen.tls", AllowedKeys("listen.tls"), diag_)) {
+    const std::string key = absl::StrCat("listen.tls.", e.key);
+    std::optional<std::string> path =
+        ReadString(e, key, "a path to a PEM file", diag_);
+    if (!path) continue;
+    std::string resolved = internal::ResolvePath(base_dir_, *path);
+    if (e.key == "cert") listen.tls_cert = std::move(resolved);
+    if (e.key == "key") listen.tls_key = std::move(resolved);
+    if (e.key == "client_ca") listen.tls_client_ca = std::move(resolved);
+  }
+  const std::pair<const char*, const std::string*> kRequired[] = {
+      {"cert", &listen.tls_cert}, {"key", &listen.tls_key}};
+  for (const auto& [name, value] : kRequired) {
+    if (!value->empty()) continue;
+    diag_.Error(entry.value_mark,
+                absl::StrCat("listen.tls has no ", name,
+                             "; expected {cert: server.pem, key: server.key}"));
   }
 }
 

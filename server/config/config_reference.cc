@@ -42,7 +42,26 @@ const std::vector<KeyDoc>& Keys() {
       {"listen.unix_mode", "octal string", "",
        "Permission bits of the unix socket, e.g. `\"0660\"` (quote it)."},
       {"listen.unix_group", "group name", "the daemon's group",
-       "Group that owns the unix socket."},
+       "Group that owns the unix socket (and its `.shm` descriptor socket); "
+       "its members may connect when `listen.unix_mode` lets the group in."},
+      {"listen.tls", "map", "none",
+       "TLS on the TCP listener: `{cert: FILE, key: FILE}`, plus "
+       "`client_ca` for mutual TLS. Paths are relative to the config file's "
+       "directory unless absolute; the files are read at start."},
+      {"listen.tls.cert", "path", "required",
+       "The server's certificate chain (PEM). Clients check it against their "
+       "CA, so its names (SAN) must match the address they dial."},
+      {"listen.tls.key", "path", "required",
+       "The private key of `listen.tls.cert` (PEM); keep it readable by the "
+       "daemon's user only."},
+      {"listen.tls.client_ca", "path", "none",
+       "CA certificates (PEM). When set, every TCP client must present a "
+       "certificate signed by one of them (mutual TLS); others are refused "
+       "in the handshake."},
+      {"listen.insecure_remote", "bool", "false",
+       "Allow `listen.tcp` on an address beyond loopback (e.g. `0.0.0.0`) "
+       "without `listen.tls`. Off, such a config is refused; on, the daemon "
+       "starts and logs a warning."},
       {"workers", "`auto` or 1..1024", "",
        "Threads in the worker pool; `auto` is one per core."},
       {"memory_budget", "size", "",

@@ -31,6 +31,16 @@ struct ListenOptions {
   uint32_t unix_mode = 0660;
   // Group that owns the unix socket; empty keeps the daemon's group.
   std::string unix_group;
+  // TLS on the TCP listener: absolute paths of PEM files. `cert` and `key`
+  // are both set or both empty (no TLS); they are only set with `tcp`.
+  // A non-empty `client_ca` turns on mutual TLS: a client must present a
+  // certificate signed by it. The unix socket never uses TLS.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // Allows `tcp` on an address beyond loopback without TLS. Without it the
+  // loader refuses such a listener.
+  bool insecure_remote = false;
 };
 
 // The Prometheus endpoint.

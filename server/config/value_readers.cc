@@ -1,5 +1,7 @@
 #include "server/config/value_readers.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "server/config/byte_size.h"
 
 namespace stoker::config::internal {
@@ -158,6 +161,23 @@ std::string HostPortProblem(absl::string_view text) {
     return "the port is not a number from 0 to 65535";
   }
   return "";
+}
+
+bool IsLoopbackAddress(absl::string_view host_port) {
+  absl::string_view host = host_port.substr(0, host_port.rfind(':'));
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  const std::string text(host);
+  if (absl::AsciiStrToLower(text) == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
 }
 
 bool CheckName(const MapEntry& entry, absl::string_view kind,

@@ -61,6 +61,11 @@ bool ExpectMap(const MapEntry& entry, absl::string_view key,
 // Why `text` is not HOST:PORT, or "" if it is.
 std::string HostPortProblem(absl::string_view text);
 
+// Whether the host of a valid "HOST:PORT" is only reachable from this node:
+// localhost, 127.0.0.0/8, ::1 or ::ffff:127.x.y.z. Any other host, a
+// wildcard (0.0.0.0, [::]) or a name, counts as remote.
+bool IsLoopbackAddress(absl::string_view host_port);
+
 // Dataset and pipeline names travel in requests and metric labels, so they
 // keep to letters, digits, '_', '-' and '.', starting with a letter, digit
 // or '_'. Reports and returns false otherwise; `kind` is "dataset" or

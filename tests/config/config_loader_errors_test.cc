@@ -584,5 +584,64 @@ pipelines:
   EXPECT_THAT(message, HasSubstr("\nstoker.yaml:8:21: unknown key 'x'"));
 }
 
+TEST_F(ConfigErrorTest, PlaintextListenerBeyondLoopbackIsRejected) {
+  for (const char* address :
+       {"0.0.0.0:0", "10.1.2.3:7411", "[::]:0", "node7.example:7411"}) {
+    EXPECT_EQ(Error(absl::StrCat(
+                  "\nlisten: {tcp: \"", address, "\"}\n",
+                  "datasets: {d: {path: $D}}\n"
+                  "pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}\n")),
+              absl::StrCat(
+                  "stoker.yaml:2:15: listen.tcp: ", address,
+                  " is reachable beyond this node and has no TLS; set "
+                  "listen.tls {cert, key} (and client_ca for client "
+                  "certificates), listen on 127.0.0.1, or set "
+                  "listen.insecure_remote: true to accept plaintext from the "
+                  "network"));
+  }
+}
+
+TEST_F(ConfigErrorTest, TlsWithoutKeyIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {tcp: 127.0.0.1:0, tls: {cert: server.pem}}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:2:33: listen.tls has no key; expected {cert: "
+            "server.pem, key: server.key}");
+}
+
+TEST_F(ConfigErrorTest, TlsWithoutTcpIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen:
+  unix: s.sock
+  tls: {cert: server.pem, key: server.key}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:4:3: listen.tls is set but listen.tcp is not; TLS "
+            "applies to the TCP listener only (the unix socket is guarded by "
+            "its mode and group)");
+}
+
+TEST_F(ConfigErrorTest, UnknownTlsKeyIsRejected) {
+  EXPECT_THAT(Error(R"(
+listen: {tcp: 127.0.0.1:0, tls: {cert: a.pem, key: a.key, ca: c.pem}}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+              HasSubstr("client_ca"));
+}
+
+TEST_F(ConfigErrorTest, InsecureRemoteMustBeABool) {
+  EXPECT_EQ(Error(R"(
+listen: {tcp: 127.0.0.1:0, insecure_remote: maybe}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:2:45: listen.insecure_remote: expected true or "
+            "false, got 'maybe'");
+}
+
 }  // namespace
 }  // namespace stoker::config

@@ -276,5 +276,47 @@ TEST(LoadConfigFileTest, DirectoryIsNotAConfigFile) {
   EXPECT_THAT(options.status().message(), HasSubstr(dir.path().string()));
 }
 
+TEST_F(ConfigLoaderTest, TlsPathsResolveAgainstTheConfigDirectory) {
+  dir_.MakeDir("data");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen:
+  tcp: 0.0.0.0:7411
+  tls: {cert: tls/server.pem, key: /etc/stoker/server.key, client_ca: ca.pem}
+datasets: {d: {path: data}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const std::filesystem::path dir = dir_.path();
+  EXPECT_EQ(options->listen.tls_cert, (dir / "tls/server.pem").string());
+  EXPECT_EQ(options->listen.tls_key, "/etc/stoker/server.key");
+  EXPECT_EQ(options->listen.tls_client_ca, (dir / "ca.pem").string());
+  EXPECT_FALSE(options->listen.insecure_remote);
+}
+
+TEST_F(ConfigLoaderTest, InsecureRemoteAllowsAPlaintextWildcardListener) {
+  dir_.MakeDir("data");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {tcp: "[::]:0", insecure_remote: true}
+datasets: {d: {path: data}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->listen.insecure_remote);
+  EXPECT_TRUE(options->listen.tls_cert.empty());
+}
+
+TEST_F(ConfigLoaderTest, LoopbackListenersNeedNoTls) {
+  dir_.MakeDir("data");
+  for (const char* address :
+       {"127.0.0.1:0", "127.8.9.10:7411", "localhost:7411", "[::1]:0",
+        "[::ffff:127.0.0.1]:0"}) {
+    const absl::StatusOr<ServerOptions> options =
+        Load(absl::StrCat("listen: {tcp: \"", address,
+                          "\"}\ndatasets: {d: {path: data}}\npipelines: {p: "
+                          "[decode_jpeg, center_crop: {size: 8}]}\n"));
+    EXPECT_TRUE(options.ok()) << address << ": " << options.status();
+  }
+}
+
 }  // namespace
 }  // namespace stoker::config

@@ -25,7 +25,10 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
                           "limits", "sharing", "jobs", "metrics", "datasets",
                           "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
-              ElementsAre("unix", "tcp", "unix_mode", "unix_group"));
+              ElementsAre("unix", "tcp", "unix_mode", "unix_group", "tls",
+                          "insecure_remote"));
+  EXPECT_THAT(AllowedKeys("listen.tls"),
+              ElementsAre("cert", "key", "client_ca"));
   EXPECT_THAT(
       AllowedKeys("limits"),
       ElementsAre("max_batch_size", "max_prefetch", "default_prefetch",
@@ -40,7 +43,8 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
 
 TEST(ConfigReferenceTest, HasARowForEveryKeyWithADefault) {
   const std::string reference = ConfigReference();
-  for (const char* section : {"", "listen", "limits", "sharing", "metrics"}) {
+  for (const char* section :
+       {"", "listen", "listen.tls", "limits", "sharing", "metrics"}) {
     for (const std::string& key : AllowedKeys(section)) {
       const std::string dotted =
           *section == '\0' ? key : absl::StrCat(section, ".", key);

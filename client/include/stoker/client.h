@@ -176,10 +176,30 @@ namespace v1 {
 class DaemonStats;  // proto/stoker/v1/stoker.proto
 }  // namespace v1
 
+// TLS to a daemon's TCP listener (listen.tls). Paths of PEM files.
+struct TlsOptions {
+  // The CA that signed the daemon's certificate; empty: the system's roots.
+  std::string ca_file;
+  // This client's certificate and key, for a daemon that requires them
+  // (listen.tls.client_ca). Both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name the daemon's certificate must carry, when it is not the host
+  // of the target (e.g. dialing an IP for a certificate that names the
+  // node). Empty: the target's host.
+  std::string server_name;
+};
+
 class Client {
  public:
   // `target` is a gRPC target: "unix:/path/to.sock" or "host:port".
+  // Plaintext; for TLS use the overload below.
   static std::unique_ptr<Client> Connect(const std::string& target);
+  // TLS to "host:port". InvalidArgument, naming the file, when a PEM file
+  // cannot be read or only one of cert_file and key_file is set. A daemon
+  // that refuses the handshake shows up as Unavailable on the first call.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      const std::string& target, const TlsOptions& tls);
   ~Client();
 
   absl::StatusOr<std::vector<DatasetSummary>> ListDatasets();

@@ -49,6 +49,22 @@ class PipelineInfo:
     outputs: Tuple[TensorSpec, ...]
 
 
+def _read_pem(what, path):
+    """The bytes of the PEM file at `path`, or None for no path."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ValueError(f"cannot read the TLS {what} '{path}': "
+                         f"{e.strerror}") from None
+    if b"-----BEGIN " not in data:
+        raise ValueError(f"the TLS {what} '{path}' is not a PEM file "
+                         f"(no -----BEGIN)")
+    return data
+
+
 def tensor_spec(proto):
     return TensorSpec(proto.name, transports.dtype_of(proto.dtype),
                       tuple(proto.shape))
@@ -61,16 +77,40 @@ class Client:
     `connect_timeout` (seconds) bounds how long datasets() and pipelines()
     wait for the daemon before raising Unavailable. Thread-safe: streams of
     one client may be used from different threads.
+
+    TLS, for a daemon's TCP listener with ``listen.tls``: `tls_ca` is the CA
+    file (PEM) that signed the daemon's certificate (None: the system's
+    roots); `tls_cert` and `tls_key` are this client's certificate and key,
+    for a daemon that requires them (``listen.tls.client_ca``);
+    `tls_server_name` overrides the name checked in the daemon's
+    certificate. Any of them, or ``tls=True``, turns TLS on. A file that
+    cannot be read raises ValueError naming it.
     """
 
-    def __init__(self, address, *, connect_timeout=30.0):
+    def __init__(self, address, *, connect_timeout=30.0, tls=False,
+                 tls_ca=None, tls_cert=None, tls_key=None,
+                 tls_server_name=None):
         if not isinstance(address, str) or not address:
             raise ValueError(f"address must be 'unix:PATH' or 'HOST:PORT', "
                              f"got {address!r}")
         self.address = address
         self.connect_timeout = float(connect_timeout)
-        self._channel = grpc.insecure_channel(address,
-                                              options=list(_CHANNEL_OPTIONS))
+        options = list(_CHANNEL_OPTIONS)
+        if tls or tls_ca or tls_cert or tls_key or tls_server_name:
+            if bool(tls_cert) != bool(tls_key):
+                raise ValueError("tls_cert and tls_key go together; got only "
+                                 "one of them")
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read_pem("CA", tls_ca),
+                private_key=_read_pem("client key", tls_key),
+                certificate_chain=_read_pem("client certificate", tls_cert))
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override",
+                                tls_server_name))
+            self._channel = grpc.secure_channel(address, credentials,
+                                                options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
         self._stub = pb_grpc.StokerStub(self._channel)
         self._stream_method = self._channel.stream_stream(
             _STREAM_METHOD,
@@ -128,6 +168,15 @@ class Client:
 
     def close(self):
         """Closes the channel; streams of this client end."""
+        # grpcio's connectivity poller (started by channel_ready_future in
+        # wait_ready) runs up to 0.2 s after the wait ends, and raises in its
+        # thread ("Channel closed!") if the channel closes under it. Let it
+        # stop first; the attribute is grpcio's, so absent is fine.
+        state = getattr(self._channel, "_connectivity_state", None)
+        deadline = time.monotonic() + 1.0
+        while getattr(state, "polling", False) and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
         self._channel.close()
 
     def __enter__(self):
