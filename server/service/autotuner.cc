@@ -35,6 +35,7 @@ AutotuneDecision Autotuner::Observe(const AutotuneMeasurement& m) {
     // Idle: a probe cannot be judged without traffic, so it is dropped.
     probe_ = Probe::kNone;
     calm_periods_ = 0;
+    burst_periods_ = 0;
     current_.reason = "hold: idle";
     return current_;
   }
@@ -47,7 +48,7 @@ AutotuneDecision Autotuner::Observe(const AutotuneMeasurement& m) {
   if (limits_.tune_workers && !JudgeProbe(rate)) {
     TuneWorkers(m, rate, stall, utilization);
   }
-  if (limits_.tune_prefetch) TunePrefetch(stall, utilization);
+  if (limits_.tune_prefetch) TunePrefetch(m, stall, utilization);
   return current_;
 }
 
@@ -125,18 +126,23 @@ void Autotuner::TuneWorkers(const AutotuneMeasurement& m, double rate,
   }
 }
 
-void Autotuner::TunePrefetch(double stall, double utilization) {
+void Autotuner::TunePrefetch(const AutotuneMeasurement& m, double stall,
+                             double utilization) {
   uint32_t& p = current_.prefetch;
-  if (stall > kStallHigh && utilization < kBurstUtilization) {
+  const uint32_t ceiling = std::min(limits_.max_prefetch, kMaxTunedPrefetch);
+  if (stall > kStallHigh && utilization < kBurstUtilization &&
+      m.acks >= kMinAcks) {
     calm_periods_ = 0;
-    if (p < limits_.max_prefetch) {
-      p = std::min(limits_.max_prefetch, p * 2);
+    if (++burst_periods_ >= kBurstPeriods && p < ceiling) {
+      burst_periods_ = 0;
+      p = std::min(ceiling, p + kPrefetchStep);
       current_.reason += absl::StrFormat(
           "; stall %.2f with workers %.0f%% busy: prefetch %u", stall,
           utilization * 100, p);
     }
     return;
   }
+  burst_periods_ = 0;
   if (stall < kStallLow) {
     if (++calm_periods_ >= kCalmPeriods && p > limits_.min_prefetch) {
       calm_periods_ = 0;

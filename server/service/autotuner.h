@@ -23,10 +23,18 @@
 //      fewer would still be under kShrinkUtilization busy: one worker less,
 //      as a probe. The freed core goes back to the trainer.
 //   6. Prefetch: the consumers stall while the workers have slack
-//      (utilization below kBurstUtilization), so batches come in bursts the
-//      queue cannot cover: double the depth. Calm for kCalmPeriods in a row:
-//      one less, down to the minimum, to give memory back. The depth applies
-//      to streams opened afterwards (a stream's ring is sized when it opens).
+//      (utilization below kBurstUtilization) for kBurstPeriods in a row, each
+//      with at least kMinAcks acknowledged batches (a short stream's start
+//      looks like a stall and is not one a deeper queue fixes), so
+//      batches come in bursts the queue cannot cover: kPrefetchStep deeper,
+//      up to kMaxTunedPrefetch (and limits.max_prefetch). Calm for
+//      kCalmPeriods in a row: one less, down to the minimum, to give memory
+//      back. The depth applies to streams opened afterwards (a stream's ring
+//      is sized when it opens), so its effect cannot be judged from the next
+//      period's rate as a worker's can: the steps are small and capped
+//      instead. A stall that comes from the transport (gRPC copying a large
+//      batch) also leaves the workers idle; the cap bounds what that costs
+//      in memory.
 //
 // Example: 2 cores, one trainer that wants more than the daemon makes. Start
 // at 2 workers; the trainer stalls, no core is free, so 2 stays. The trainer
@@ -86,6 +94,10 @@ class Autotuner {
   static constexpr double kBurstUtilization = 0.80;
   static constexpr int kHoldPeriods = 20;
   static constexpr int kCalmPeriods = 20;
+  static constexpr int kBurstPeriods = 4;
+  static constexpr int64_t kMinAcks = 16;
+  static constexpr uint32_t kPrefetchStep = 2;
+  static constexpr uint32_t kMaxTunedPrefetch = 16;
 
   explicit Autotuner(AutotuneLimits limits);
 
@@ -99,7 +111,8 @@ class Autotuner {
   bool JudgeProbe(double rate);
   void TuneWorkers(const AutotuneMeasurement& m, double rate, double stall,
                    double utilization);
-  void TunePrefetch(double stall, double utilization);
+  void TunePrefetch(const AutotuneMeasurement& m, double stall,
+                    double utilization);
 
   const AutotuneLimits limits_;
   AutotuneDecision current_;
@@ -112,6 +125,7 @@ class Autotuner {
   int floor_ = 0;
   int floor_hold_ = 0;
   int calm_periods_ = 0;
+  int burst_periods_ = 0;
 };
 
 }  // namespace stoker::service

@@ -31,7 +31,7 @@ AutotuneMeasurement Period(double rate, double busy_workers, double stall,
   m.pool_busy_seconds = busy_workers;
   m.wait_seconds = stall;
   m.consumer_busy_seconds = 1.0 - stall;
-  m.acks = 10;
+  m.acks = 20;
   m.free_cores = free_cores;
   return m;
 }
@@ -127,12 +127,46 @@ TEST(AutotunerTest, IdlePeriodsChangeNothing) {
 
 TEST(AutotunerTest, PrefetchGrowsWhenConsumersStallWhileWorkersHaveSlack) {
   AutotuneLimits l = Limits(2, 2);
+  l.max_prefetch = 64;
   l.tune_workers = false;
   Autotuner t(l);
-  EXPECT_EQ(t.Observe(Period(800, 1.0, 0.3)).prefetch, 8u);
-  EXPECT_EQ(t.Observe(Period(800, 1.0, 0.3)).prefetch, 16u);
-  EXPECT_EQ(t.Observe(Period(800, 1.0, 0.3)).prefetch, 16u) << "max_prefetch";
+  for (int i = 0; i < Autotuner::kBurstPeriods - 1; ++i) {
+    ASSERT_EQ(t.Observe(Period(800, 1.0, 0.3)).prefetch, 4u) << "period " << i;
+  }
+  EXPECT_EQ(t.Observe(Period(800, 1.0, 0.3)).prefetch,
+            4u + Autotuner::kPrefetchStep);
+  // A calm period in between starts the count again.
+  t.Observe(Period(800, 1.0, 0.0));
+  for (int i = 0; i < Autotuner::kBurstPeriods - 1; ++i) {
+    t.Observe(Period(800, 1.0, 0.3));
+  }
+  EXPECT_EQ(t.current().prefetch, 4u + Autotuner::kPrefetchStep);
+  for (int i = 0; i < 100 * Autotuner::kBurstPeriods; ++i) {
+    t.Observe(Period(800, 1.0, 0.3));
+  }
+  EXPECT_EQ(t.current().prefetch, Autotuner::kMaxTunedPrefetch)
+      << "capped, though max_prefetch is 64";
   EXPECT_EQ(t.current().workers, 2) << "tune_workers is off";
+}
+
+TEST(AutotunerTest, PrefetchIgnoresStallsOfFewBatches) {
+  AutotuneLimits l = Limits(2, 2);
+  l.tune_workers = false;
+  Autotuner t(l);
+  for (int i = 0; i < 10 * Autotuner::kBurstPeriods; ++i) {
+    AutotuneMeasurement m = Period(800, 1.0, 0.9);
+    m.acks = Autotuner::kMinAcks - 1;
+    ASSERT_EQ(t.Observe(m).prefetch, 4u);
+  }
+}
+
+TEST(AutotunerTest, PrefetchNeverExceedsMaxPrefetch) {
+  AutotuneLimits l = Limits(2, 2);
+  l.max_prefetch = 5;
+  l.tune_workers = false;
+  Autotuner t(l);
+  for (int i = 0; i < 100; ++i) t.Observe(Period(800, 1.0, 0.3));
+  EXPECT_EQ(t.current().prefetch, 5u);
 }
 
 TEST(AutotunerTest, PrefetchStaysWhenTheWorkersAreTheBottleneck) {
