@@ -4,7 +4,7 @@
   baselines.py dataloader ROOT --pipelines train,val --epochs 2 --batch-size 64
                                 --workers 2 --warmup-batches 3 --seed 1
       A torchvision ImageFolder read by a PyTorch DataLoader with the same
-      augmentations as Stoker's `train` and `val` pipelines. For each pipeline:
+      augmentations as Stoker's `train`, `val` and `raw` pipelines. For each pipeline:
       a warmup of a few batches (a loader of its own, then shut down), then the
       measured epochs, each one a new iterator (persistent_workers=False, so
       the workers start again every epoch, as they do by default).
@@ -58,6 +58,9 @@ def transforms_for(pipeline):
     if pipeline == "val":
         return T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
                           T.Normalize(MEAN, STD)])
+    if pipeline == "raw":
+        # uint8 CHW, as Stoker's raw pipeline (normalizing is left to the GPU).
+        return T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
     raise SystemExit(f"baselines.py: unknown pipeline {pipeline!r}")
 
 

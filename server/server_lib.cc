@@ -209,6 +209,7 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   so.max_batch_size = o.limits.max_batch_size;
   so.max_prefetch = o.limits.max_prefetch;
   so.default_prefetch = o.limits.default_prefetch;
+  if (o.prefetch_auto) so.tuned_prefetch = &server->tuned_prefetch_;
   so.max_streams = o.limits.max_streams;
   so.max_streams_per_peer = o.limits.max_streams_per_peer;
   so.admission_wait_seconds = o.limits.admission_wait_seconds;
@@ -221,6 +222,18 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   server->service_ = std::make_unique<service::StreamService>(
       server->pool_.get(), so, *std::move(catalog));
   server->service_->SetJobWeights(o.job_weights);
+  if (o.workers == 0 || o.prefetch_auto) {
+    service::AutotuneLimits limits;
+    limits.tune_workers = o.workers == 0;
+    limits.tune_prefetch = o.prefetch_auto;
+    limits.max_workers = server->pool_->num_threads();
+    limits.initial_workers = server->pool_->num_threads();
+    limits.max_prefetch = o.limits.max_prefetch;
+    limits.initial_prefetch = o.limits.default_prefetch;
+    server->autotune_ = std::make_unique<service::AutotuneThread>(
+        limits, server->pool_.get(), server->service_.get(),
+        &server->tuned_prefetch_, absl::Milliseconds(500));
+  }
   if (!o.listen.unix_path.empty()) {
     server->fd_server_ = std::make_unique<transport::FdServer>(
         o.listen.unix_path + ".shm", o.listen.unix_mode,
@@ -238,6 +251,7 @@ StokerServer::~StokerServer() { Stop(); }
 
 absl::Status StokerServer::Start() {
   pool_->Start();
+  if (autotune_ != nullptr) autotune_->Start();
   if (options_.metrics.enabled) {
     auto exposer = metrics::MetricsExposer::Start(
         options_.metrics.listen, [this] { return Stats(); });
@@ -321,6 +335,7 @@ void StokerServer::Stop() {
     server_.reset();
   }
   if (fd_server_ != nullptr) fd_server_->Stop();
+  if (autotune_ != nullptr) autotune_->Stop();
   if (pool_ != nullptr) pool_->Stop();
   if (!options_.listen.unix_path.empty()) {
     unlink(options_.listen.unix_path.c_str());
@@ -373,6 +388,7 @@ metrics::DaemonStats StokerServer::Stats() const {
   s.labels = metrics::ReadLabelStats(*service_);
   s.errors = service_->Errors();
   s.pool = pool_->GetStats();
+  if (autotune_ != nullptr) s.autotune = autotune_->state();
   absl::MutexLock lock(&mu_);
   s.storage = storage_;
   return s;

@@ -12,6 +12,7 @@
 #ifndef STOKER_SERVER_SERVER_LIB_H_
 #define STOKER_SERVER_SERVER_LIB_H_
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -28,6 +29,7 @@
 #include "server/metrics/storage_probe.h"
 #include "server/metrics/stream_log.h"
 #include "server/pipeline/worker_pool.h"
+#include "server/service/autotune_thread.h"
 #include "server/service/catalog.h"
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/grpc_service.h"
@@ -80,7 +82,12 @@ class StokerServer {
   // service so that it outlives every stream.
   metrics::StreamLog stream_log_;
   std::unique_ptr<pipeline::WorkerPool> pool_;
+  // The default prefetch depth the autotuner picks (prefetch: auto); read
+  // by the service at each open.
+  std::atomic<uint32_t> tuned_prefetch_{0};
   std::unique_ptr<service::StreamService> service_;
+  // Set when workers or prefetch is auto; stopped before the pool.
+  std::unique_ptr<service::AutotuneThread> autotune_;
   // Hands shared-memory rings to clients; set when there is a unix socket.
   std::unique_ptr<transport::FdServer> fd_server_;
   std::unique_ptr<transport::GrpcService> grpc_service_;

@@ -60,6 +60,7 @@ class ConfigReader {
   void ReadListen(const MapEntry& entry);
   void ReadTls(const MapEntry& entry);
   void ReadWorkers(const MapEntry& entry);
+  void ReadPrefetch(const MapEntry& entry);
   void ReadOnCorrupt(const MapEntry& entry);
   void ReadLimits(const MapEntry& entry);
   void ReadMetrics(const MapEntry& entry);
@@ -91,6 +92,8 @@ absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
       ReadListen(entry);
     } else if (entry.key == "workers") {
       ReadWorkers(entry);
+    } else if (entry.key == "prefetch") {
+      ReadPrefetch(entry);
     } else if (entry.key == "memory_budget") {
       if (auto size = ReadSize(entry, "memory_budget", diag_)) {
         options_.memory_budget = *size;
@@ -258,6 +261,20 @@ void ConfigReader::ReadWorkers(const MapEntry& entry) {
               absl::StrCat("workers: expected auto or a number of threads "
                            "from 1 to ",
                            kMaxWorkers, ", got ", Describe(value)));
+}
+
+void ConfigReader::ReadPrefetch(const MapEntry& entry) {
+  const YAML::Node& value = entry.value;
+  if (value.IsScalar() && value.Scalar() == "auto") {
+    options_.prefetch_auto = true;
+  } else if (value.IsScalar() && value.Scalar() == "fixed") {
+    options_.prefetch_auto = false;
+  } else {
+    diag_.Error(entry.value_mark,
+                absl::StrCat("prefetch: expected auto or fixed (the depth "
+                             "itself is limits.default_prefetch), got ",
+                             Describe(value)));
+  }
 }
 
 void ConfigReader::ReadOnCorrupt(const MapEntry& entry) {

@@ -63,7 +63,18 @@ const std::vector<KeyDoc>& Keys() {
        "without `listen.tls`. Off, such a config is refused; on, the daemon "
        "starts and logs a warning."},
       {"workers", "`auto` or 1..1024", "",
-       "Threads in the worker pool; `auto` is one per core."},
+       "Threads in the worker pool. `auto` starts one per core and lets the "
+       "autotuner keep as many active as the consumers' rate and the free "
+       "cores call for (gauge `stoker_autotune_workers`); a number fixes "
+       "the count."},
+      {"prefetch", "`auto` or `fixed`", "",
+       "Prefetch depth of streams that do not ask for one. `fixed` gives "
+       "them `limits.default_prefetch`; `auto` lets the autotuner move it "
+       "between 2 and `limits.max_prefetch`, starting at "
+       "`limits.default_prefetch`: deeper while consumers stall and the "
+       "workers have slack, shallower while nobody waits (gauge "
+       "`stoker_autotune_prefetch`). A stream keeps the depth it opened "
+       "with."},
       {"memory_budget", "size", "",
        "Bytes the daemon may hold in decoded samples and batches at once."},
       {"on_corrupt", "`skip` or `fail`", "",
@@ -132,6 +143,7 @@ std::string DefaultOf(absl::string_view key) {
   if (key == "workers") {
     return d.workers == 0 ? "auto" : absl::StrCat(d.workers);
   }
+  if (key == "prefetch") return d.prefetch_auto ? "auto" : "fixed";
   if (key == "memory_budget") return FormatByteSize(d.memory_budget);
   if (key == "on_corrupt") {
     return d.on_corrupt == OnCorrupt::kSkip ? "skip" : "fail";

@@ -102,8 +102,14 @@ struct ServerOptions {
   // LoadConfigString); error messages and logs use it.
   std::string source;
   ListenOptions listen;
-  // Threads in the worker pool; 0 means one per core.
+  // Threads in the worker pool; 0 (`auto`) means one per core, of which the
+  // autotuner keeps as many active as the consumers' rate and the free cores
+  // call for (server/service/autotuner.h).
   int workers = 0;
+  // `prefetch: auto`: the autotuner picks the depth of streams that ask for
+  // none, starting at limits.default_prefetch. Off (`fixed`): they get
+  // limits.default_prefetch.
+  bool prefetch_auto = false;
   // Bytes the daemon may hold in decoded samples and batches at once.
   uint64_t memory_budget = 2ull << 30;
   OnCorrupt on_corrupt = OnCorrupt::kSkip;

@@ -18,6 +18,7 @@
 
 #include "server/metrics/storage_probe.h"
 #include "server/pipeline/worker_pool.h"
+#include "server/service/autotune_thread.h"
 #include "server/service/counters.h"
 #include "server/service/stream_service.h"
 
@@ -51,6 +52,8 @@ struct DaemonStats {
   std::vector<LabelStats> labels;
   std::array<int64_t, 17> errors{};  // Index: absl::StatusCode.
   pipeline::WorkerPool::Stats pool;
+  // What the autotuner chose; all zero and false when it is off.
+  service::AutotuneState autotune;
   std::vector<DatasetStorage> storage;
 };
 

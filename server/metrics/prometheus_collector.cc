@@ -185,6 +185,27 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
             "Time worker threads spent running tasks, summed over threads. "
             "Busy ratio = rate(this) / stoker_worker_threads.",
             stats.pool.busy_ns * 1e-9);
+  f.Gauge("stoker_worker_threads_active",
+          "Worker threads that take tasks now; the rest are parked "
+          "(workers: auto).",
+          stats.pool.active_threads);
+  if (stats.autotune.workers_auto) {
+    f.Gauge("stoker_autotune_workers",
+            "Worker threads the autotuner chose (workers: auto).",
+            stats.autotune.workers);
+  }
+  if (stats.autotune.prefetch_auto) {
+    f.Gauge("stoker_autotune_prefetch",
+            "Prefetch depth the autotuner grants to new streams that ask "
+            "for none (prefetch: auto).",
+            stats.autotune.prefetch);
+  }
+  if (stats.autotune.workers_auto || stats.autotune.prefetch_auto) {
+    f.Counter("stoker_autotune_changes_total",
+              "Decisions of the autotuner that changed the worker count or "
+              "the prefetch depth.",
+              static_cast<double>(stats.autotune.changes));
+  }
   f.Counter("stoker_worker_tasks_total", "Tasks the worker pool ran.",
             static_cast<double>(stats.pool.tasks_run));
   f.Gauge("stoker_worker_queued_tasks", "Tasks waiting for a worker.",

@@ -234,10 +234,14 @@ absl::Status JpegDecoder::DecodeWindow(int scale, const PixelWindow& window,
   out->height = window.height();
   out->stride = static_cast<size_t>(crop_width) * 3;
   out->first_byte = static_cast<size_t>(window.x0 - crop_x) * 3;
-  out->buffer.resize(out->stride * window.height());
+  const size_t bytes = out->stride * window.height();
+  if (out->buffer == nullptr || out->buffer_size < bytes) {
+    out->buffer.reset(new uint8_t[bytes]);  // Default-initialized: no memset.
+    out->buffer_size = bytes;
+  }
   std::vector<uint8_t> cmyk_row(state_->cmyk ? crop_width * 4 : 0);
   const bool ok =
-      ReadRowsGuarded(window.height(), out->buffer.data(), out->stride,
+      ReadRowsGuarded(window.height(), out->buffer.get(), out->stride,
                       state_->cmyk ? cmyk_row.data() : nullptr, crop_width);
   // The rows below the window are never decoded; abort drops them.
   jpeg_abort_decompress(&state_->cinfo);

@@ -31,11 +31,15 @@ struct PixelWindow {
 // Decoded RGB pixels of a window. libjpeg may decode a few columns to the
 // left of the window (crops start on an iMCU boundary); data() skips them.
 struct DecodedWindow {
-  std::vector<uint8_t> buffer;
+  // Left uninitialized on allocation: the decoder writes every byte, and
+  // zero-filling it cost 2-3% of a train sample's instructions (measured,
+  // docs/performance.md).
+  std::unique_ptr<uint8_t[]> buffer;
+  size_t buffer_size = 0;
   size_t first_byte = 0;  // Offset of the window's top-left pixel in buffer.
   size_t stride = 0;      // Bytes from one row to the next.
   int width = 0, height = 0;
-  const uint8_t* data() const { return buffer.data() + first_byte; }
+  const uint8_t* data() const { return buffer.get() + first_byte; }
 };
 
 class JpegDecoder {

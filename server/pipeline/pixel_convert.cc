@@ -1,6 +1,7 @@
 #include "server/pipeline/pixel_convert.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -20,25 +21,54 @@ struct CopyMap {
   uint8_t operator()(int, uint8_t v) const { return v; }
 };
 
+// Writes one row of `width` RGB pixels starting at `px` and stepping `step`
+// bytes (3, or -3 for a flipped row), in CHW (three output planes) or HWC.
+// One template per layout and step, so that the inner loop has no branch
+// and no multiply: callgrind counted 13 instructions per output value for
+// the generic loop this replaced, about 4 for these (docs/performance.md).
+template <int kStep, typename T, typename Map>
+void RowChw(const uint8_t* px, int width, const Map& map, T* out0, T* out1,
+            T* out2) {
+  for (int x = 0; x < width; ++x) {
+    const uint8_t* p = px + static_cast<ptrdiff_t>(kStep) * x;
+    out0[x] = map(0, p[0]);
+    out1[x] = map(1, p[1]);
+    out2[x] = map(2, p[2]);
+  }
+}
+
+template <int kStep, typename T, typename Map>
+void RowHwc(const uint8_t* px, int width, const Map& map, T* out) {
+  for (int x = 0; x < width; ++x) {
+    const uint8_t* p = px + static_cast<ptrdiff_t>(kStep) * x;
+    out[3 * x] = map(0, p[0]);
+    out[3 * x + 1] = map(1, p[1]);
+    out[3 * x + 2] = map(2, p[2]);
+  }
+}
+
 // Writes the image in HWC (pixels consecutive) or CHW (channel c at
-// dst + c * plane). The layout is a template argument so that the inner
-// loop carries no branch on it.
+// dst + c * plane).
 template <bool kChw, typename T, typename Map>
 void ConvertImage(const uint8_t* src, size_t stride, int width, int height,
                   bool flip, const Map& map, T* dst) {
   const size_t plane = static_cast<size_t>(width) * height;
   for (int y = 0; y < height; ++y) {
     const uint8_t* row = src + y * stride;
-    T* out = dst + static_cast<size_t>(y) * width * (kChw ? 1 : 3);
-    for (int x = 0; x < width; ++x) {
-      const uint8_t* px =
-          row + 3 * static_cast<size_t>(flip ? width - 1 - x : x);
-      for (int c = 0; c < 3; ++c) {
-        if (kChw) {
-          out[c * plane + x] = map(c, px[c]);
-        } else {
-          out[3 * static_cast<size_t>(x) + c] = map(c, px[c]);
-        }
+    const uint8_t* first = flip ? row + 3 * static_cast<size_t>(width - 1) : row;
+    if (kChw) {
+      T* out = dst + static_cast<size_t>(y) * width;
+      if (flip) {
+        RowChw<-3>(first, width, map, out, out + plane, out + 2 * plane);
+      } else {
+        RowChw<3>(first, width, map, out, out + plane, out + 2 * plane);
+      }
+    } else {
+      T* out = dst + static_cast<size_t>(y) * width * 3;
+      if (flip) {
+        RowHwc<-3>(first, width, map, out);
+      } else {
+        RowHwc<3>(first, width, map, out);
       }
     }
   }

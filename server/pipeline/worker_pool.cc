@@ -1,5 +1,6 @@
 #include "server/pipeline/worker_pool.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace stoker::pipeline {
@@ -16,7 +17,8 @@ int64_t NowNs() {
 WorkerPool::WorkerPool(int num_threads)
     : num_threads_(num_threads > 0
                        ? num_threads
-                       : std::max(1u, std::thread::hardware_concurrency())) {}
+                       : std::max(1u, std::thread::hardware_concurrency())),
+      active_(num_threads_) {}
 
 WorkerPool::~WorkerPool() { Stop(); }
 
@@ -25,7 +27,7 @@ void WorkerPool::Start() {
   if (started_) return;
   started_ = true;
   for (int i = 0; i < num_threads_; ++i) {
-    threads_.emplace_back([this] { WorkerLoop(); });
+    threads_.emplace_back([this, i] { WorkerLoop(i); });
   }
 }
 
@@ -35,6 +37,7 @@ void WorkerPool::Stop() {
     if (stopping_) return;
     stopping_ = true;
     work_cv_.SignalAll();
+    parked_cv_.SignalAll();
   }
   for (std::thread& t : threads_) t.join();
   threads_.clear();
@@ -75,11 +78,29 @@ void WorkerPool::Submit(GroupId group, Task task) {
   work_cv_.Signal();
 }
 
-bool WorkerPool::NextTask(Task* task) {
+void WorkerPool::SetActiveThreads(int n) {
   absl::MutexLock lock(&mu_);
-  while (queued_ == 0) {
-    if (stopping_) return false;
-    work_cv_.Wait(&mu_);
+  n = std::clamp(n, 1, num_threads_);
+  if (n == active_) return;
+  active_ = n;
+  // Every thread re-checks which side of the line it is on.
+  work_cv_.SignalAll();
+  parked_cv_.SignalAll();
+}
+
+int WorkerPool::active_threads() const {
+  absl::MutexLock lock(&mu_);
+  return active_;
+}
+
+bool WorkerPool::NextTask(int index, Task* task) {
+  absl::MutexLock lock(&mu_);
+  // A parked thread (index >= active_) takes tasks only to drain at Stop().
+  while (queued_ == 0 || (index >= active_ && !stopping_)) {
+    if (stopping_ && queued_ == 0) return false;
+    // Submit wakes one active thread; parked threads wait apart so that its
+    // signal never lands on a thread that may not take the task.
+    (index >= active_ ? parked_cv_ : work_cv_).Wait(&mu_);
   }
   auto best = groups_.end();
   for (auto it = groups_.begin(); it != groups_.end(); ++it) {
@@ -96,9 +117,9 @@ bool WorkerPool::NextTask(Task* task) {
   return true;
 }
 
-void WorkerPool::WorkerLoop() {
+void WorkerPool::WorkerLoop(int index) {
   Task task;
-  while (NextTask(&task)) {
+  while (NextTask(index, &task)) {
     const int64_t start = NowNs();
     task();
     task = nullptr;
@@ -111,7 +132,7 @@ void WorkerPool::WorkerLoop() {
 
 WorkerPool::Stats WorkerPool::GetStats() const {
   absl::MutexLock lock(&mu_);
-  return Stats{num_threads_, busy_ns_, tasks_run_, queued_};
+  return Stats{num_threads_, busy_ns_, tasks_run_, queued_, active_};
 }
 
 }  // namespace stoker::pipeline

@@ -7,9 +7,15 @@
 // idle re-enters at the current minimum, so idling banks no credit. A
 // consumer that stalls submits nothing and therefore holds no worker.
 //
+// The pool starts num_threads threads, but only the first active_threads()
+// of them take tasks; the others park until SetActiveThreads() wakes them.
+// The autotuner (server/service/autotuner.h) moves that number as the
+// consumers' rate and the free cores change, without starting or joining
+// threads on the hot path.
+//
 // Thread-safe. Threads start in Start() and stop in Stop(), which runs every
 // task already queued before it returns (tasks own resources they must
-// release); the destructor calls Stop().
+// release; parked threads help drain the queue); the destructor calls Stop().
 #ifndef STOKER_SERVER_PIPELINE_WORKER_POOL_H_
 #define STOKER_SERVER_PIPELINE_WORKER_POOL_H_
 
@@ -35,6 +41,7 @@ class WorkerPool {
     int64_t busy_ns = 0;       // Summed over threads since Start().
     int64_t tasks_run = 0;
     size_t queued = 0;
+    int active_threads = 0;    // Threads that take tasks now.
   };
 
   // num_threads <= 0 means one per core.
@@ -56,6 +63,10 @@ class WorkerPool {
   void Submit(GroupId group, Task task);
 
   int num_threads() const { return num_threads_; }
+  // Lets the first `n` threads take tasks, clamped to 1..num_threads(). A
+  // thread parked by a lower count finishes the task it is running first.
+  void SetActiveThreads(int n);
+  int active_threads() const;
   Stats GetStats() const;
 
  private:
@@ -66,20 +77,23 @@ class WorkerPool {
     std::deque<Task> tasks;
   };
 
-  void WorkerLoop();
-  // Picks the next task, or returns false when stopping with nothing queued.
-  bool NextTask(Task* task);
+  void WorkerLoop(int index);
+  // Picks the next task for thread `index`, or returns false when stopping
+  // with nothing queued.
+  bool NextTask(int index, Task* task);
 
   // Constant after construction.
   const int num_threads_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar work_cv_;
+  absl::CondVar work_cv_;    // Active threads wait here for tasks.
+  absl::CondVar parked_cv_;  // Threads beyond active_ wait here.
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   GroupId next_group_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<GroupId, Group> groups_ ABSL_GUARDED_BY(mu_);
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  int active_ ABSL_GUARDED_BY(mu_);
   double min_pass_ ABSL_GUARDED_BY(mu_) = 0.0;
   int64_t busy_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t tasks_run_ ABSL_GUARDED_BY(mu_) = 0;

@@ -112,8 +112,11 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
         ", over the bound max_batch_bytes=",
         FormatBytes(options_.max_batch_bytes)));
   }
+  const uint32_t default_prefetch = options_.tuned_prefetch != nullptr
+                                        ? options_.tuned_prefetch->load()
+                                        : options_.default_prefetch;
   const uint32_t prefetch =
-      spec.prefetch == 0 ? options_.default_prefetch : spec.prefetch;
+      spec.prefetch == 0 ? default_prefetch : spec.prefetch;
   const uint32_t window =
       prefetch + (spec.transport == "shm" ? std::max<uint32_t>(1, spec.hold) : 0);
 

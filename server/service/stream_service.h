@@ -35,6 +35,10 @@ struct ServiceOptions {
   uint32_t max_batch_size = 4096;
   uint32_t max_prefetch = 64;
   uint32_t default_prefetch = 4;
+  // prefetch: auto. When set, the depth of a stream that asks for none is
+  // read from here at open (the autotuner writes it) instead of
+  // default_prefetch. Must outlive the service.
+  const std::atomic<uint32_t>* tuned_prefetch = nullptr;
   uint32_t max_streams = 256;
   uint32_t max_streams_per_peer = 64;
   uint64_t max_batch_bytes = 1ull << 30;

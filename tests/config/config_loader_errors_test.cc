@@ -64,7 +64,7 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:3:1: unknown key 'workrs' (did you mean 'workers'?); "
             "expected one of: datasets, jobs, limits, listen, memory_budget, "
-            "metrics, on_corrupt, pipelines, sharing, workers");
+            "metrics, on_corrupt, pipelines, prefetch, sharing, workers");
 }
 
 TEST_F(ConfigErrorTest, UnknownNestedKeyListsTheAllowedKeys) {

@@ -21,8 +21,9 @@ using ::testing::StartsWith;
 
 TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(AllowedKeys(""),
-              ElementsAre("listen", "workers", "memory_budget", "on_corrupt",
-                          "limits", "sharing", "jobs", "metrics", "datasets",
+              ElementsAre("listen", "workers", "prefetch", "memory_budget",
+                          "on_corrupt", "limits", "sharing", "jobs", "metrics",
+                          "datasets",
                           "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
               ElementsAre("unix", "tcp", "unix_mode", "unix_group", "tls",

@@ -151,6 +151,26 @@ TEST(PrometheusCollectorTest, NamesFollowPrometheusConventions) {
   }
 }
 
+TEST(PrometheusCollectorTest, AutotuneGaugesShowWhatTheTunerChose) {
+  DaemonStats d = Synthetic();
+  d.pool.active_threads = 3;
+  std::string text = RenderExposition(d);
+  EXPECT_EQ(Value(text, "stoker_worker_threads_active", ""), 3);
+  // Off: no autotune series at all.
+  EXPECT_THAT(text, Not(HasSubstr("stoker_autotune_")));
+  d.autotune.workers_auto = true;
+  d.autotune.workers = 3;
+  d.autotune.prefetch = 8;
+  d.autotune.changes = 5;
+  text = RenderExposition(d);
+  EXPECT_EQ(Value(text, "stoker_autotune_workers", ""), 3);
+  EXPECT_EQ(Value(text, "stoker_autotune_changes_total", ""), 5);
+  EXPECT_THAT(text, Not(HasSubstr("stoker_autotune_prefetch")));
+  d.autotune.prefetch_auto = true;
+  text = RenderExposition(d);
+  EXPECT_EQ(Value(text, "stoker_autotune_prefetch", ""), 8);
+}
+
 TEST(PrometheusCollectorTest, EmptyDaemonRenders) {
   const std::string text = RenderExposition(DaemonStats{});
   EXPECT_EQ(Value(text, "stoker_jobs_open", ""), 0);

@@ -174,6 +174,48 @@ TEST(RenderImageTest, FusedDecodeMatchesFullDecodeCropResize) {
   }
 }
 
+// The other fast path: decode, resize into a scratch image, then normalize
+// into float32 CHW (what the train and val pipelines write). It must be the
+// uint8 render above, pinned to the reference, followed by exactly the
+// normalization torchvision does, flipped views and padding included.
+TEST(RenderImageTest, NormalizedChwIsTheUint8RenderNormalized) {
+  OutputFormat format;
+  format.dtype = DType::kFloat32;
+  format.layout = Layout::kChw;
+  format.mean = {0.485, 0.456, 0.406};
+  format.std = {0.229, 0.224, 0.225};
+  std::vector<View> views = TestViews();
+  views.push_back(MakeView(-20, -10, 340, 220, 170, 110, true));  // Padded.
+  for (const Image& image : TestImages()) {
+    for (const View& view : views) {
+      SCOPED_TRACE(::testing::Message()
+                   << image.name << ", rect " << view.x << "," << view.y << " "
+                   << view.width << "x" << view.height << " -> "
+                   << view.out_width << "x" << view.out_height
+                   << (view.flip ? " flipped" : ""));
+      const cv::Mat u8 = Fused(image.jpeg, view);
+      JpegDecoder decoder;
+      ASSERT_THAT(decoder.ReadHeader(image.jpeg), IsOk());
+      const int w = view.out_width, h = view.out_height;
+      std::vector<float> out(static_cast<size_t>(w) * h * 3, -1000.0f);
+      ASSERT_THAT(RenderImage(view, PixelConverter(format), &decoder,
+                              reinterpret_cast<uint8_t*>(out.data()), nullptr),
+                  IsOk());
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            const float want = static_cast<float>(
+                (u8.at<cv::Vec3b>(y, x)[c] / 255.0 - format.mean[c]) /
+                format.std[c]);
+            ASSERT_EQ(out[(static_cast<size_t>(c) * h + y) * w + x], want)
+                << "y=" << y << " x=" << x << " c=" << c;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(RenderImageTest, CatchesAWindowOffByOneBlock) {
   const std::string jpeg = MakeJpeg(640, 480, 1);
   const cv::Mat full = FullDecode(jpeg);

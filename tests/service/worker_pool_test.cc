@@ -1,10 +1,14 @@
 #include "server/pipeline/worker_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace stoker::pipeline {
@@ -83,6 +87,82 @@ TEST(WorkerPoolTest, AnIdleGroupBanksNoCredit) {
   int b_in_first_10 = 0;
   for (int i = 0; i < 10; ++i) b_in_first_10 += order[i];
   EXPECT_LE(b_in_first_10, 6);
+}
+
+TEST(WorkerPoolTest, SetActiveThreadsClampsToThePool) {
+  WorkerPool pool(3);
+  EXPECT_EQ(pool.active_threads(), 3);
+  pool.SetActiveThreads(0);
+  EXPECT_EQ(pool.active_threads(), 1);
+  pool.SetActiveThreads(99);
+  EXPECT_EQ(pool.active_threads(), 3);
+  EXPECT_EQ(pool.GetStats().active_threads, 3);
+}
+
+TEST(WorkerPoolTest, ParkedThreadsTakeNoTasks) {
+  WorkerPool pool(4);
+  pool.SetActiveThreads(1);
+  pool.Start();
+  std::atomic<int> running{0};
+  std::atomic<int> most{0};
+  absl::Mutex mu;
+  std::set<std::thread::id> ids;
+  std::atomic<int> done{0};
+  absl::Notification all_done;
+  const WorkerPool::GroupId g = pool.AddGroup(1);
+  for (int i = 0; i < 200; ++i) {
+    pool.Submit(g, [&] {
+      const int now = ++running;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      {
+        absl::MutexLock lock(&mu);
+        ids.insert(std::this_thread::get_id());
+      }
+      // Long enough that a second thread, if it took tasks, would overlap.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      --running;
+      if (++done == 200) all_done.Notify();
+    });
+  }
+  // Before Stop(), which lets parked threads help drain the queue.
+  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(most.load(), 1);
+  EXPECT_EQ(ids.size(), 1u);
+  pool.Stop();
+}
+
+TEST(WorkerPoolTest, RaisingTheCountWakesParkedThreads) {
+  WorkerPool pool(3);
+  pool.SetActiveThreads(1);
+  pool.Start();
+  pool.SetActiveThreads(3);
+  // Three tasks that each wait for all three to run at once: only possible
+  // with three active threads.
+  std::atomic<int> arrived{0};
+  std::atomic<int> met{0};
+  absl::Notification all_in;
+  const WorkerPool::GroupId g = pool.AddGroup(1);
+  for (int i = 0; i < 3; ++i) {
+    pool.Submit(g, [&] {
+      if (++arrived == 3) all_in.Notify();
+      if (all_in.WaitForNotificationWithTimeout(absl::Seconds(30))) ++met;
+    });
+  }
+  pool.Stop();
+  EXPECT_EQ(met.load(), 3);
+}
+
+TEST(WorkerPoolTest, StopRunsEveryQueuedTaskWithParkedThreads) {
+  WorkerPool pool(4);
+  pool.SetActiveThreads(1);
+  std::atomic<int> ran{0};
+  const WorkerPool::GroupId g = pool.AddGroup(1);
+  for (int i = 0; i < 500; ++i) pool.Submit(g, [&] { ++ran; });
+  pool.Start();
+  pool.Stop();
+  EXPECT_EQ(ran, 500);
 }
 
 }  // namespace

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""A Python trainer's data loop against stokerd, for bench/run.
+
+  py_consume.py client ADDRESS --pipeline train --batch-size 64 --epochs 2
+      stoker.Client(...).stream(...): batches of numpy views (no copy over
+      shm), each released as soon as the next one is asked for.
+  py_consume.py loader ADDRESS ... [--zero-copy]
+      stoker.torch.Loader: dicts of torch tensors, one `for` per epoch, as a
+      training loop uses it (default: each tensor copied out of the shm
+      slot, as owned as a DataLoader's; --zero-copy: views of the slot).
+
+Touches nothing but the batch's shapes, as the DataLoader baseline does
+(a trainer would copy the batch to its GPU here). Prints one JSON object:
+samples, seconds (from before connecting to the last batch), first batch
+seconds, cpu_seconds (time.process_time over the same span) and the
+transport used.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("mode", choices=("client", "loader"))
+    p.add_argument("address")
+    p.add_argument("--dataset", default="bench")
+    p.add_argument("--pipeline", required=True)
+    p.add_argument("--batch-size", type=int, required=True)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--transport", default="shm")
+    p.add_argument("--prefetch", type=int, default=0)
+    p.add_argument("--max-batches", type=int, default=0)
+    p.add_argument("--zero-copy", action="store_true")
+    p.add_argument("--step-ms", type=int, default=0,
+                   help="sleep after each batch, as a trainer's step")
+    a = p.parse_args()
+
+    # Imports first: a trainer has torch loaded long before its data loop.
+    import stoker
+    if a.mode == "loader":
+        import stoker.torch
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    samples = batches = nbytes = 0
+    first = None
+    next_seconds = []  # Time spent getting each batch.
+    step = a.step_ms / 1000.0
+    transport = None
+    if a.mode == "client":
+        client = stoker.Client(a.address)
+        stream = client.stream(a.dataset, a.pipeline, a.batch_size, seed=a.seed,
+                               epochs=a.epochs, transport=a.transport,
+                               prefetch=a.prefetch)
+        it = iter(stream)
+        while True:
+            asked = time.perf_counter()
+            batch = next(it, None)
+            if batch is None:
+                break
+            next_seconds.append(time.perf_counter() - asked)
+            if first is None:
+                first = time.perf_counter() - t0
+            samples += len(batch.sample_ids)
+            nbytes += batch.nbytes
+            batches += 1
+            batch.release()
+            if step:
+                time.sleep(step)
+            if a.max_batches and batches >= a.max_batches:
+                break
+        transport = stream.transport
+        stream.close()
+        client.close()
+    else:
+        loader = stoker.torch.Loader(a.address, a.dataset, a.pipeline,
+                                     a.batch_size, seed=a.seed, epochs=a.epochs,
+                                     transport=a.transport, prefetch=a.prefetch,
+                                     zero_copy=a.zero_copy)
+        done = False
+        for _ in range(a.epochs):
+            it = iter(loader)
+            while True:
+                asked = time.perf_counter()
+                batch = next(it, None)
+                if batch is None:
+                    break
+                next_seconds.append(time.perf_counter() - asked)
+                if first is None:
+                    first = time.perf_counter() - t0
+                samples += batch["image"].shape[0]
+                nbytes += sum(t.element_size() * t.nelement() for t in batch.values())
+                batches += 1
+                if step:
+                    time.sleep(step)
+                if a.max_batches and batches >= a.max_batches:
+                    done = True
+                    break
+            if done:
+                break
+        transport = loader.transport
+        if loader.stream is not None:
+            loader.stream.close()
+    seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    json.dump({"samples": samples, "batches": batches, "bytes": nbytes, "seconds": seconds,
+               "samples_per_second": samples / seconds if seconds > 0 else 0.0,
+               "first_batch_seconds": first, "cpu_seconds": cpu,
+               "transport": transport, "status": "OK", "step_ms": a.step_ms,
+               "next_seconds_median": (sorted(next_seconds)[len(next_seconds) // 2]
+                                       if next_seconds else 0.0)}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+// stoker_bench: the C++ parts of bench/run, one binary with three commands.
+// Each prints one JSON object on stdout.
+//
+//   stoker_bench decode DIR --threads N
+//       The decode-only limit: every JPEG under DIR read into memory, then
+//       fully decoded to RGB with TurboJPEG (tjDecompress2, no scaling, no
+//       cropping) by N threads that take images off a shared counter.
+//   stoker_bench memcpy --bytes B --seconds S
+//       Copy bandwidth of one thread between two B-byte buffers, both
+//       touched first: what a copy of one batch costs at best.
+//   stoker_bench consume --address A --dataset D --pipeline P ...
+//       A trainer's data loop through the C++ client: Next() and nothing
+//       else (a trainer does not hash its batches). --digest adds the XXH3
+//       content digest of every tensor byte, as `stoker stream` reports it,
+//       for checks.
+//
+// CPU seconds are this process's getrusage(RUSAGE_SELF) over the measured
+// part.
+#include <sys/resource.h>
+#include <turbojpeg.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "stoker/client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+double CpuSeconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return r.ru_utime.tv_sec + r.ru_stime.tv_sec +
+         (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+}
+
+bool IsJpeg(const std::filesystem::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  return ext == ".jpg" || ext == ".jpeg";
+}
+
+int Decode(const std::string& dir, int threads) {
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && IsJpeg(e.path())) paths.push_back(e.path());
+  }
+  std::sort(paths.begin(), paths.end());
+  if (paths.empty()) {
+    std::fprintf(stderr, "stoker_bench decode: no JPEG files under %s\n",
+                 dir.c_str());
+    return 1;
+  }
+  std::vector<std::string> blobs;
+  uint64_t bytes = 0;
+  for (const std::string& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    blobs.emplace_back(std::istreambuf_iterator<char>(in),
+                       std::istreambuf_iterator<char>());
+    bytes += blobs.back().size();
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> pixels{0};
+  std::atomic<int> failures{0};
+  const double cpu0 = CpuSeconds();
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      tjhandle tj = tjInitDecompress();
+      std::vector<unsigned char> rgb;
+      for (size_t i = next++; i < blobs.size(); i = next++) {
+        const auto* data = reinterpret_cast<const unsigned char*>(blobs[i].data());
+        int w = 0, h = 0, sub = 0, cs = 0;
+        if (tjDecompressHeader3(tj, data, blobs[i].size(), &w, &h, &sub, &cs) != 0) {
+          ++failures;
+          continue;
+        }
+        rgb.resize(static_cast<size_t>(w) * h * 3);
+        if (tjDecompress2(tj, data, blobs[i].size(), rgb.data(), w, 0, h,
+                          TJPF_RGB, 0) != 0) {
+          ++failures;
+          continue;
+        }
+        pixels += static_cast<uint64_t>(w) * h;
+      }
+      tjDestroy(tj);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  const double seconds = Seconds(start);
+  const double cpu = CpuSeconds() - cpu0;
+  const size_t images = blobs.size() - failures;
+  nlohmann::json out = {
+      {"decoder", "TurboJPEG tjDecompress2, full size, RGB, from memory"},
+      {"threads", threads},
+      {"images", images},
+      {"expected_images", blobs.size()},
+      {"failures", failures.load()},
+      {"bytes", bytes},
+      {"megapixels", pixels / 1e6},
+      {"seconds", seconds},
+      {"images_per_second", seconds > 0 ? images / seconds : 0.0},
+      {"megapixels_per_second", seconds > 0 ? pixels / 1e6 / seconds : 0.0},
+      {"cpu_seconds", cpu}};
+  std::printf("%s\n", out.dump().c_str());
+  return failures == 0 ? 0 : 1;
+}
+
+int Memcpy(uint64_t bytes, double min_seconds) {
+  std::vector<unsigned char> a(bytes, 1), b(bytes, 2);
+  std::memcpy(b.data(), a.data(), bytes);  // Warm both.
+  uint64_t copies = 0;
+  const Clock::time_point start = Clock::now();
+  double seconds = 0;
+  while ((seconds = Seconds(start)) < min_seconds || copies < 3) {
+    std::memcpy(copies % 2 ? a.data() : b.data(), copies % 2 ? b.data() : a.data(),
+                bytes);
+    ++copies;
+  }
+  // Keeps the copies from being optimised away.
+  const unsigned sink = a[bytes / 2] + b[bytes / 3];
+  nlohmann::json out = {{"bytes", bytes},
+                        {"copies", copies},
+                        {"seconds", seconds},
+                        {"gb_per_second", bytes * copies / seconds / 1e9},
+                        {"sink", sink}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+struct ConsumeFlags {
+  std::string address;
+  stoker::StreamOptions options;
+  uint64_t max_batches = 0;
+  bool digest = false;
+  int step_ms = 0;  // A trainer's step: sleep this long after each batch.
+};
+
+int Consume(const ConsumeFlags& f) {
+  const Clock::time_point start = Clock::now();
+  const double cpu0 = CpuSeconds();
+  std::unique_ptr<stoker::Client> client = stoker::Client::Connect(f.address);
+  auto stream = client->OpenStream(f.options);
+  if (!stream.ok()) {
+    std::fprintf(stderr, "stoker_bench consume: %s\n",
+                 stream.status().ToString().c_str());
+    return 1;
+  }
+  XXH3_state_t* digest = XXH3_createState();
+  XXH3_64bits_reset(digest);
+  uint64_t samples = 0, batches = 0, bytes = 0, first_samples = 0;
+  double first = 0;
+  stoker::Batch batch;
+  absl::Status status;
+  std::vector<double> next_seconds;  // Time inside each Next().
+  while (f.max_batches == 0 || batches < f.max_batches) {
+    const Clock::time_point asked = Clock::now();
+    status = (*stream)->Next(&batch);
+    if (!status.ok()) break;
+    next_seconds.push_back(Seconds(asked));
+    if (batches++ == 0) {
+      first = Seconds(start);
+      first_samples = batch.sample_ids().size();
+    }
+    samples += batch.sample_ids().size();
+    for (const stoker::TensorView& t : batch.tensors()) {
+      if (f.digest) XXH3_64bits_update(digest, t.data, t.size);
+      bytes += t.size;
+    }
+    if (f.step_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(f.step_ms));
+    }
+  }
+  const double seconds = Seconds(start);
+  const double cpu = CpuSeconds() - cpu0;
+  const uint64_t hash = XXH3_64bits_digest(digest);
+  XXH3_freeState(digest);
+  const bool ended = status.ok() || absl::IsOutOfRange(status);
+  std::sort(next_seconds.begin(), next_seconds.end());
+  nlohmann::json out = {
+      {"next_seconds_median",
+       next_seconds.empty() ? 0.0 : next_seconds[next_seconds.size() / 2]},
+      {"step_ms", f.step_ms},
+      {"samples", samples},
+      {"batches", batches},
+      {"bytes", bytes},
+      {"seconds", seconds},
+      {"samples_per_second", seconds > 0 ? samples / seconds : 0.0},
+      {"steady_samples_per_second",
+       batches > 1 && seconds > first
+           ? (samples - first_samples) / (seconds - first)
+           : 0.0},
+      {"first_batch_seconds", first},
+      {"cpu_seconds", cpu},
+      {"transport", (*stream)->info().transport},
+      {"status", ended ? "OK" : status.ToString()}};
+  if (f.digest) out["content_digest"] = absl::StrFormat("%016x", hash);
+  std::printf("%s\n", out.dump().c_str());
+  return ended ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("stoker_bench: decode-only limit, memcpy bandwidth and a "
+               "non-hashing C++ consumer for bench/run");
+  app.require_subcommand(1);
+
+  std::string dir;
+  int threads = 1;
+  CLI::App* decode = app.add_subcommand("decode", "Full TurboJPEG decode");
+  decode->add_option("dir", dir, "Folder of JPEG files")->required();
+  decode->add_option("--threads", threads, "Decoding threads");
+
+  uint64_t bytes = 256ull * 3 * 224 * 224;
+  double seconds = 1.0;
+  CLI::App* copy = app.add_subcommand("memcpy", "One-thread copy bandwidth");
+  copy->add_option("--bytes", bytes, "Buffer size");
+  copy->add_option("--seconds", seconds, "Least time to copy for");
+
+  ConsumeFlags f;
+  stoker::StreamOptions& o = f.options;
+  CLI::App* consume = app.add_subcommand("consume", "Consume a stream");
+  consume->add_option("--address", f.address, "e.g. unix:/tmp/s.sock")->required();
+  consume->add_option("--dataset", o.dataset)->required();
+  consume->add_option("--pipeline", o.pipeline)->required();
+  consume->add_option("--batch-size", o.batch_size)->required();
+  consume->add_option("--epochs", o.epochs);
+  consume->add_option("--seed", o.seed);
+  consume->add_option("--prefetch", o.prefetch);
+  consume->add_option("--transport", o.transport);
+  consume->add_option("--max-batches", f.max_batches);
+  consume->add_flag("--digest", f.digest, "XXH3 of every tensor byte");
+  consume->add_option("--step-ms", f.step_ms,
+                      "Sleep after each batch, as a trainer's step");
+
+  CLI11_PARSE(app, argc, argv);
+  if (*decode) return Decode(dir, std::max(1, threads));
+  if (*copy) return Memcpy(std::max<uint64_t>(1, bytes), seconds);
+  return Consume(f);
+}
