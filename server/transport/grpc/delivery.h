@@ -45,6 +45,9 @@ class Delivery {
   // never lost); false for shm, whose client may hold its last batches
   // after the end: their slots stay valid, since nothing refills them.
   virtual bool EndAfterLastAck() const = 0;
+  // Whether the client can read what was sent: false for shm until it has
+  // fetched the ring's descriptor. A stream ends OK only once this is true.
+  virtual bool ClientAttached() const { return true; }
   // Adds what the client needs to know to the stream header.
   virtual void DescribeIn(v1::StreamHeader* header) = 0;
   // `hook` runs when a buffer comes back other than through an ack; cleared
@@ -85,9 +88,13 @@ class ShmDelivery : public Delivery {
   grpc::ByteBuffer Encode(service::ReadyBatch batch) override;
   void Acked(uint64_t epoch, uint64_t step) override;
   bool EndAfterLastAck() const override { return false; }
+  bool ClientAttached() const override { return ring_->handed_over(); }
   void DescribeIn(v1::StreamHeader* header) override;
-  void SetReturnHook(std::function<void()>) override {}
-  void ClearReturnHook() override {}
+  // The hook runs when the client fetches the ring: the stream may end.
+  void SetReturnHook(std::function<void()> hook) override {
+    ring_->SetHandOverHook(std::move(hook));
+  }
+  void ClearReturnHook() override { ring_->SetHandOverHook(nullptr); }
 
  private:
   const std::shared_ptr<ShmRing> ring_;

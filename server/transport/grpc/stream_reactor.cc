@@ -155,8 +155,11 @@ void StreamReactor::Pump() {
       writing_ = start_write = true;
       batch_write_started_ = std::chrono::steady_clock::now();
     } else if (stream_->Done() &&
-               (unacked_ == 0 || !delivery_->EndAfterLastAck() ||
-                !stream_->status().ok())) {
+               (!stream_->status().ok() ||
+                ((unacked_ == 0 || !delivery_->EndAfterLastAck()) &&
+                 delivery_->ClientAttached()))) {
+      // An shm stream whose batches all fit in its ring can be done before
+      // the client fetched the ring: it waits for that (or a cancel).
       finish = ToGrpcStatus(stream_->status());
     }
   }

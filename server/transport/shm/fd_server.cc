@@ -147,7 +147,7 @@ void FdServer::Serve(int connection) {
     }
   }
   if (ring != nullptr) {
-    SendFd(connection, ring->fd());
+    if (SendFd(connection, ring->fd())) ring->MarkHandedOver();
   } else {
     // A plain "no": one byte without a descriptor.
     const char refused = 0;

@@ -82,4 +82,15 @@ uint32_t ShmRing::free_slots() const {
   return static_cast<uint32_t>(free_.size());
 }
 
+void ShmRing::MarkHandedOver() {
+  handed_over_.store(true);
+  absl::ReaderMutexLock lock(&hook_mu_);
+  if (hook_) hook_();
+}
+
+void ShmRing::SetHandOverHook(std::function<void()> hook) {
+  absl::MutexLock lock(&hook_mu_);
+  hook_ = std::move(hook);
+}
+
 }  // namespace stoker::transport

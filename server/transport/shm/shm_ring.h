@@ -12,8 +12,10 @@
 #ifndef STOKER_SERVER_TRANSPORT_SHM_SHM_RING_H_
 #define STOKER_SERVER_TRANSPORT_SHM_SHM_RING_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -47,6 +49,16 @@ class ShmRing : public std::enable_shared_from_this<ShmRing> {
   void Release(uint32_t slot);
   uint32_t free_slots() const;
 
+  // Called by the FdServer once it has sent the ring's descriptor to the
+  // client; runs the hand-over hook. Until then the client can read no
+  // slot, so its stream must not end: the ring would leave the FdServer
+  // with it, and the client could never map it.
+  void MarkHandedOver();
+  bool handed_over() const { return handed_over_.load(); }
+  // Sets the hook MarkHandedOver runs (on the FdServer's thread), or clears
+  // it with nullptr; once cleared it never runs again.
+  void SetHandOverHook(std::function<void()> hook);
+
  private:
   ShmRing(int fd, uint8_t* base, uint32_t slots, size_t slot_bytes,
           std::shared_ptr<service::StreamTicket> ticket);
@@ -60,6 +72,12 @@ class ShmRing : public std::enable_shared_from_this<ShmRing> {
   mutable absl::Mutex mu_;
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> in_use_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<bool> handed_over_{false};
+  // Held while the hook runs, so clearing it waits for a running one;
+  // never taken under mu_.
+  absl::Mutex hook_mu_;
+  std::function<void()> hook_ ABSL_GUARDED_BY(hook_mu_);
 };
 
 // A batch buffer that is one slot of a ring.
