@@ -51,7 +51,9 @@ fuzz() {
   local args=(-timeout=10 -rss_limit_mb=2048 -max_len=65536
               -print_final_stats=1 -artifact_prefix=$BUILD/artifacts/$t-)
   if ! $BUILD/tests/fuzz/$t "${args[@]}" -runs=0 "$seeds" >"$log" 2>&1; then
-    echo "FAIL $t: a seed in $seeds fails; see $log" >&2; return 1
+    tail -40 "$log" >&2
+    echo "FAIL $t: a seed in $seeds fails; see $log" >&2
+    return 1
   fi
   if [ "$SECONDS_EACH" -gt 0 ] &&
      ! $BUILD/tests/fuzz/$t "${args[@]}" -max_total_time="$SECONDS_EACH" \
