@@ -37,10 +37,18 @@ void Check(bool ok, const char* what) {
   }
 }
 
-constexpr service::ServiceOptions kOptions = {
-    /*max_batch_size=*/256, /*max_prefetch=*/16,   /*default_prefetch=*/4,
-    /*max_streams=*/8,      /*max_batch_bytes=*/16 << 20,
-    /*memory_budget=*/64 << 20, service::OnCorrupt::kSkip};
+// Bounds small enough that the fuzzer reaches each of them.
+service::ServiceOptions FuzzOptions() {
+  service::ServiceOptions o;
+  o.max_batch_size = 256;
+  o.max_prefetch = 16;
+  o.default_prefetch = 4;
+  o.max_streams = 8;
+  o.max_batch_bytes = 16 << 20;
+  o.memory_budget = 64 << 20;
+  return o;
+}
+const service::ServiceOptions kOptions = FuzzOptions();
 
 std::unique_ptr<pipeline::Pipeline> MustCreate(
     std::string name, const std::vector<OpConfig>& ops) {
