@@ -1,13 +1,31 @@
 #!/bin/bash
 # Runs every test of Stoker: installs what is missing (apt-get), builds, runs
-# the C++ tests (ctest) and the Python tests (pytest), then builds again with
-# AddressSanitizer + UndefinedBehaviorSanitizer and reruns the C++ tests.
+# the C++ tests (ctest) and the Python tests (pytest, with the soak, crash
+# and corrupt-shard tests), runs the libFuzzer targets for a bounded time
+# (tests/fuzz/run.sh, a clang build in build-fuzz/), then builds again with
+# AddressSanitizer + UndefinedBehaviorSanitizer and reruns the C++ tests and
+# the end-to-end tests.
 #
-# usage: tests/run.sh [--no-sanitizers]
+# usage: tests/run.sh [--no-sanitizers] [--no-fuzz] [--long]
+#   --long  soak for 10 minutes and fuzz each target for 5 (the defaults,
+#           sized for CI, are 120 s of soak and 30 s per fuzz target; the
+#           environment variables STOKER_SOAK_SECONDS and
+#           STOKER_FUZZ_SECONDS set them too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SANITIZERS=1
-[ "${1:-}" = "--no-sanitizers" ] && SANITIZERS=0
+FUZZ=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-sanitizers) SANITIZERS=0 ;;
+    --no-fuzz) FUZZ=0 ;;
+    --long)
+      export STOKER_SOAK_SECONDS=${STOKER_SOAK_SECONDS:-600}
+      export STOKER_FUZZ_SECONDS=${STOKER_FUZZ_SECONDS:-300} ;;
+    *) echo "usage: tests/run.sh [--no-sanitizers] [--no-fuzz] [--long]" >&2
+       exit 2 ;;
+  esac
+done
 JOBS=$(nproc)
 
 step() { printf '\n== %s\n' "$*"; }
@@ -37,6 +55,11 @@ fi
 
 step "benchmark smoke run (the bench cannot rot)"
 bench/run --smoke --build-dir build
+
+if [ $FUZZ -eq 1 ]; then
+  step "fuzz targets (clang libFuzzer + ASan + UBSan), ${STOKER_FUZZ_SECONDS:-30} s each"
+  tests/fuzz/run.sh
+fi
 
 if [ $SANITIZERS -eq 1 ]; then
   step "build with ASan + UBSan"

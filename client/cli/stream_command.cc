@@ -82,6 +82,9 @@ int RunStream(const StreamFlags& flags) {
     }
     if (indices) {
       for (uint64_t id : batch.sample_ids()) indices << id << '\n';
+      // Flushed per batch: the file of a client killed mid-stream still
+      // lists every sample it received.
+      indices.flush();
     }
     if (flags.step_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(flags.step_ms));
@@ -206,7 +209,8 @@ void AddStreamCommand(CLI::App& app) {
                   "each batch before asking for the next")
       ->capture_default_str();
   cmd->add_option("--indices-out", flags->indices_out,
-                  "Write the delivered sample ids, in order, one per line");
+                  "Write the delivered sample ids, in order, one per line "
+                  "(flushed after each batch)");
   cmd->add_flag("--json", flags->json,
                 "End with one JSON line: samples, batches, skipped_samples, "
                 "shared_batches, seconds, samples_per_second, "

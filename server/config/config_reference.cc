@@ -84,7 +84,8 @@ const std::vector<KeyDoc>& Keys() {
       {"limits.max_batch_size", "integer >= 1", "",
        "Largest batch size a request may ask for."},
       {"limits.max_prefetch", "integer >= 1", "",
-       "Largest prefetch depth (batches in flight) a stream may ask for."},
+       "Largest prefetch depth (batches in flight) a stream may ask for; "
+       "also bounds the batches an shm client may hold."},
       {"limits.default_prefetch", "integer >= 1", "",
        "Prefetch depth of a stream that does not ask; at most "
        "`limits.max_prefetch`."},

@@ -28,6 +28,14 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
   const service::StreamSpec& s = stream.spec;
   const service::StreamStats& st = stream.stats;
   const double consumer = st.wait_seconds + st.busy_seconds;
+  if (!status.ok()) {
+    // Why it ended: for DATA_LOSS the shard file and key of the bad record.
+    Log(LogLevel::kWarning, "stream_error",
+        {{"stream", absl::StrCat(stream.id)},
+         {"dataset", s.dataset},
+         {"status", StatusCodeName(static_cast<int>(status.code()))},
+         {"error", std::string(status.message())}});
+  }
   Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "stream_close",
       {{"stream", absl::StrCat(stream.id)},
        {"dataset", s.dataset},

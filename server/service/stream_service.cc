@@ -45,6 +45,13 @@ absl::Status StreamService::Validate(const StreamSpec& spec) const {
         absl::StrCat("prefetch ", spec.prefetch,
                      " is over the bound max_prefetch=", options_.max_prefetch));
   }
+  // The ring of an shm stream has prefetch + hold slots: unbounded, the sum
+  // could wrap (tests/fuzz/corpus/fuzz_request/crash-hold-wraps-window).
+  if (spec.hold > options_.max_prefetch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hold ", spec.hold,
+                     " is over the bound max_prefetch=", options_.max_prefetch));
+  }
   if (spec.world_size == 0 || spec.rank >= spec.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", spec.rank, " is not below world_size ",

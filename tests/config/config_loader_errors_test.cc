@@ -289,6 +289,15 @@ TEST_F(ConfigErrorTest, SecondYamlDocumentIsRejected) {
               HasSubstr("the config has 2 YAML documents; expected one"));
 }
 
+// Found by tests/fuzz: yaml-cpp's LoadAll allocates empty documents forever
+// on a lone ",".
+TEST_F(ConfigErrorTest, StrayTopLevelCommaIsRejectedNotLoopedOn) {
+  EXPECT_THAT(Error(","), HasSubstr("stoker.yaml:1:1: invalid YAML: the "
+                                    "parser does not advance here"));
+  EXPECT_THAT(Error("listen: {unix: s.sock}\n---\n,\n"),
+              HasSubstr("invalid YAML"));
+}
+
 TEST_F(ConfigErrorTest, MissingDatasetDirectoryNamesThePathAndLine) {
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}

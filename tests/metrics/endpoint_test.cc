@@ -330,6 +330,9 @@ TEST(StreamLogTest, WritesOneLineAtOpenAndOneAtClose) {
                              "dataset=train pipeline=aug job=j rank=1/4 "
                              "transport=grpc batch_size=64 prefetch=4 "
                              "reserved_bytes=1024 start=0:0\n"));
+  EXPECT_THAT(out, HasSubstr("level=warning event=stream_error stream=5 "
+                             "dataset=train status=DATA_LOSS "
+                             "error=\"bad record\"\n"));
   EXPECT_THAT(out, HasSubstr("level=warning event=stream_close stream=5 "));
   EXPECT_THAT(out, HasSubstr("status=DATA_LOSS samples=640 batches=10 "
                              "skipped=0 seconds=1.500 stall_share=0.250\n"));

@@ -149,3 +149,31 @@ def test_another_user_cannot_open_the_ring(dataset):
     finally:
         daemon.stop()
         shutil.rmtree(base)
+
+
+def test_a_stream_that_fits_its_ring_waits_for_the_client_to_map_it(
+        client_daemon):
+    """All 3 batches fit in the ring (prefetch 4 + 1), so the daemon has
+    built and sent them all before a slow client fetches the ring. The
+    stream must not end (and take its ring out of the fd server) before the
+    client has the ring."""
+    import grpc
+    from stoker._proto.stoker.v1 import stoker_pb2 as pb
+    from stoker._proto.stoker.v1 import stoker_pb2_grpc as pb_grpc
+    from stoker.transports import map_ring
+
+    channel = grpc.insecure_channel(client_daemon.address)
+    try:
+        open_request = pb.StreamRequest(open=pb.OpenStream(
+            dataset="train", pipeline="bytes", batch_size=10, epochs=1,
+            prefetch=4, transport=pb.TRANSPORT_SHM))
+        call = pb_grpc.StokerStub(channel).Stream(iter([open_request]))
+        header = next(call).header
+        assert header.steps_per_epoch == 3 and header.shm.slots == 5
+        time.sleep(0.5)  # The daemon builds and sends every batch meanwhile.
+        ring = map_ring(header.shm)  # PermissionDenied if the stream ended.
+        ring.close()
+        steps = [response.batch.step for response in call]
+        assert steps == [0, 1, 2]
+    finally:
+        channel.close()
