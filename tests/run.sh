@@ -55,6 +55,7 @@ fi
 
 step "benchmark smoke run (the bench cannot rot)"
 bench/run --smoke --build-dir build
+bench/jobs --smoke --build-dir build
 
 if [ $FUZZ -eq 1 ]; then
   step "fuzz targets (clang libFuzzer + ASan + UBSan), ${STOKER_FUZZ_SECONDS:-30} s each"
