@@ -28,7 +28,6 @@ SharedRun::SharedRun(std::shared_ptr<Stream> producer, uint64_t start,
                      std::shared_ptr<void> reservation)
     : producer_(std::move(producer)),
       capacity_(std::max<uint32_t>(capacity, window + 1)),
-      window_(window),
       group_(std::move(group)),
       reservation_(std::move(reservation)),
       buffer_bytes_(producer_->layout().Bytes(producer_->spec().batch_size)),
@@ -44,7 +43,9 @@ SharedRun::~SharedRun() {
 bool SharedRun::Attach(const std::shared_ptr<Stream>& stream, uint64_t start,
                        uint64_t end, uint32_t window, double weight) {
   absl::MutexLock lock(&mu_);
-  if (!failed_.ok() || window > window_ || start < base_ ||
+  // A window up to the capacity works: only a stream whose own window
+  // filled the run could pin the oldest batch while asking for the next.
+  if (!failed_.ok() || window >= capacity_ || start < base_ ||
       start > next_build_) {
     return false;
   }

@@ -58,8 +58,8 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
 
   // Attaches `stream`, which will ask for the batches at linear positions
   // [start, end), `window` at most at once, with fair-share `weight`. False
-  // if the run no longer holds `start`, has failed, or the window is larger
-  // than the run's.
+  // if the run no longer holds `start`, has failed, or the window is not
+  // below its capacity.
   bool Attach(const std::shared_ptr<Stream>& stream, uint64_t start,
               uint64_t end, uint32_t window, double weight);
 
@@ -136,7 +136,6 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
 
   const std::shared_ptr<Stream> producer_;
   const uint32_t capacity_;
-  const uint32_t window_;
   const std::shared_ptr<PoolGroup> group_;
   const std::shared_ptr<void> reservation_;
   const size_t buffer_bytes_;

@@ -159,6 +159,29 @@ TEST(SharingTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
   EXPECT_LT(fast_took.count(), slow_took.count() / 2);
 }
 
+TEST(SharingTest, StreamsOverShmAndGrpcShareOneRun) {
+  auto server = TestServer::Start(TestServerOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Client::Connect((*server)->target());
+  // The grpc stream opens the run; the shm one has a larger window (its
+  // held batch on top of prefetch) and joins it all the same.
+  auto a = client->OpenStream(Options("over-grpc", 1));
+  StreamOptions shm = Options("over-shm", 1);
+  shm.transport = "shm";
+  shm.hold = 2;
+  auto b = client->OpenStream(shm);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE((*a)->info().shared);
+  EXPECT_TRUE((*b)->info().shared);
+  Consumed got_a, got_b;
+  std::thread ta([&] { got_a = ReadAll(**a, std::chrono::milliseconds(0)); });
+  std::thread tb([&] { got_b = ReadAll(**b, std::chrono::milliseconds(0)); });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(got_a.batches, got_b.batches);
+  EXPECT_EQ(std::count(got_b.shared.begin(), got_b.shared.end(), true), 10);
+}
+
 TEST(SharingTest, StreamsOfDifferentPlansDoNotShare) {
   auto server = TestServer::Start(TestServerOptions{});
   ASSERT_TRUE(server.ok()) << server.status();
