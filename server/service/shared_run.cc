@@ -87,12 +87,14 @@ void SharedRun::Schedule() {
 }
 
 void SharedRun::Leave(Stream* stream) {
-  const std::shared_ptr<SharedRun> self = shared_from_this();
   {
     absl::MutexLock lock(&mu_);
     if (subs_.erase(stream) == 0) return;
+    // The last one out lets the run go at once, with its reservation.
+    if (subs_.empty()) return;
     UpdateWeightLocked();
   }
+  // The batch it pinned may have been all that kept the run from building.
   Schedule();
 }
 
