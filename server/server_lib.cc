@@ -268,7 +268,7 @@ absl::Status StokerServer::Start() {
   if (!listen.unix_path.empty()) {
     // Accepted here, not by gRPC, so that each stream knows its peer's uid.
     if (absl::Status s = ClearStaleSocket(listen.unix_path); !s.ok()) return s;
-    auto acceptor = transport::UnixAcceptor::Listen(listen.unix_path);
+    auto acceptor = transport::UnixAcceptor::Bind(listen.unix_path);
     if (!acceptor.ok()) return acceptor.status();
     unix_acceptor_ = *std::move(acceptor);
     grpc_service_->SetUnixAcceptor(unix_acceptor_.get());
@@ -303,8 +303,11 @@ absl::Status StokerServer::Start() {
                            listen.tls_cert)));
   }
   if (!listen.unix_path.empty()) {
+    // Owner and mode first: nobody can connect before Start listens.
     if (absl::Status s = SetSocketAccess(listen); !s.ok()) return s;
-    unix_acceptor_->Start(server_.get());
+    if (absl::Status s = unix_acceptor_->Start(server_.get()); !s.ok()) {
+      return s;
+    }
   }
   Log(LogLevel::kInfo, "listening",
       {{"unix", listen.unix_path},

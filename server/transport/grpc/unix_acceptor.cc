@@ -23,7 +23,7 @@ namespace stoker::transport {
 using metrics::LogLevel;
 using metrics::LogLimited;
 
-absl::StatusOr<std::unique_ptr<UnixAcceptor>> UnixAcceptor::Listen(
+absl::StatusOr<std::unique_ptr<UnixAcceptor>> UnixAcceptor::Bind(
     const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -34,12 +34,11 @@ absl::StatusOr<std::unique_ptr<UnixAcceptor>> UnixAcceptor::Listen(
   std::memcpy(addr.sun_path, path.data(), path.size());
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(fd, SOMAXCONN) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int e = errno;
     close(fd);
     return absl::ErrnoToStatus(
-        e, absl::StrCat("cannot listen on unix socket '", path, "'"));
+        e, absl::StrCat("cannot bind unix socket '", path, "'"));
   }
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
@@ -59,8 +58,12 @@ UnixAcceptor::~UnixAcceptor() {
   close(wake_fd_);
 }
 
-void UnixAcceptor::Start(grpc::Server* server) {
+absl::Status UnixAcceptor::Start(grpc::Server* server) {
+  if (listen(listen_fd_, SOMAXCONN) != 0) {
+    return absl::ErrnoToStatus(errno, "cannot listen on the unix socket");
+  }
   thread_ = std::thread([this, server] { AcceptLoop(server); });
+  return absl::OkStatus();
 }
 
 void UnixAcceptor::Stop() {

@@ -28,16 +28,17 @@ namespace stoker::transport {
 
 class UnixAcceptor {
  public:
-  // Binds and listens on `path` (which must not exist).
-  static absl::StatusOr<std::unique_ptr<UnixAcceptor>> Listen(
+  // Binds `path` (which must not exist) without listening yet, so that its
+  // owner and mode can be set before anyone can connect.
+  static absl::StatusOr<std::unique_ptr<UnixAcceptor>> Bind(
       const std::string& path);
   ~UnixAcceptor();
   UnixAcceptor(const UnixAcceptor&) = delete;
   UnixAcceptor& operator=(const UnixAcceptor&) = delete;
 
-  // Starts accepting; each connection becomes a channel of `server`, which
-  // must outlive Stop().
-  void Start(grpc::Server* server);
+  // Listens and starts accepting; each connection becomes a channel of
+  // `server`, which must outlive Stop().
+  absl::Status Start(grpc::Server* server);
   // Stops accepting and closes the listening socket. Connections already
   // handed over belong to the gRPC server. Idempotent.
   void Stop();
