@@ -253,15 +253,4 @@ Admission::Stats Admission::GetStats() const {
                limits_.memory_budget, static_cast<uint32_t>(jobs_.size())};
 }
 
-std::vector<Admission::JobInfo> Admission::Jobs() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<JobInfo> out;
-  for (const auto& [id, job] : jobs_) {
-    JobInfo info{id, job.plan, job.weight, {}};
-    for (const auto& [rank, ticket] : job.ranks) info.ranks.push_back(rank);
-    out.push_back(std::move(info));
-  }
-  return out;
-}
-
 }  // namespace stoker::service

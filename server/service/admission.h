@@ -127,12 +127,6 @@ class Admission : public std::enable_shared_from_this<Admission> {
     uint64_t memory_budget = 0;
     uint32_t jobs = 0;
   };
-  struct JobInfo {
-    std::string job_id;
-    JobPlan plan;
-    double weight = 1.0;
-    std::vector<uint32_t> ranks;  // Ranks with an open stream, ascending.
-  };
 
   Admission(pipeline::WorkerPool* pool, AdmissionLimits limits);
 
@@ -156,7 +150,6 @@ class Admission : public std::enable_shared_from_this<Admission> {
   void Shutdown();
 
   Stats GetStats() const;
-  std::vector<JobInfo> Jobs() const;
 
  private:
   friend class StreamTicket;

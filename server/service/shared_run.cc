@@ -135,7 +135,6 @@ void SharedRun::CollectLocked(Work* work) {
             run->free_.push_back(std::move(owned->buffer));
           }
         });
-    stats_.built += 1;
   }
   if (failed_.ok() && producer_->Done()) {
     // The producer is endless: Done means it failed, at the first slot
@@ -161,7 +160,6 @@ void SharedRun::CollectLocked(Work* work) {
       for (auto it = subs_.begin(); it != subs_.end();) {
         if (it->second.NextNeeded() <= base_) {
           work->detached.push_back(it->second.stream);
-          stats_.detached += 1;
           it = subs_.erase(it);
           detached = true;
         } else {
@@ -197,7 +195,6 @@ void SharedRun::ServeLocked(Sub& sub, Stream* key, Work* work) {
       d.batch = slot.batch;
       d.shared = others;
       slot.deliveries += 1;
-      stats_.delivered += 1;
     } else {
       return;
     }
@@ -232,13 +229,6 @@ std::unique_ptr<BatchBuffer> SharedRun::TakeBuffer() {
   if (allocated_ >= capacity_) return nullptr;
   ++allocated_;
   return std::make_unique<HeapBatchBuffer>(buffer_bytes_);
-}
-
-SharedRun::Stats SharedRun::GetStats() const {
-  absl::MutexLock lock(&mu_);
-  Stats s = stats_;
-  s.attached = static_cast<uint32_t>(subs_.size());
-  return s;
 }
 
 }  // namespace stoker::service

@@ -73,14 +73,6 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
   // `stream` leaves (it ended, was cancelled, or is being destroyed).
   void Leave(Stream* stream);
 
-  struct Stats {
-    uint32_t attached = 0;
-    uint64_t built = 0;       // Batches the producer built.
-    uint64_t delivered = 0;   // Copies handed to streams.
-    uint64_t detached = 0;    // Streams detached for lagging.
-  };
-  Stats GetStats() const;
-
  private:
   struct Sub {
     std::weak_ptr<Stream> stream;
@@ -141,14 +133,13 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
   const size_t buffer_bytes_;
   std::atomic<bool> scheduled_{false};
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   uint64_t base_ ABSL_GUARDED_BY(mu_);       // Position of slots_.front().
   uint64_t next_build_ ABSL_GUARDED_BY(mu_); // base_ + slots_.size().
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::map<Stream*, Sub> subs_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   uint64_t failed_at_ ABSL_GUARDED_BY(mu_) = 0;
-  Stats stats_ ABSL_GUARDED_BY(mu_);
 
   // Buffers come back from batches whose last copy is done; guarded apart
   // from mu_ because a batch may be released under it.

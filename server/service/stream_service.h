@@ -117,7 +117,6 @@ class StreamService {
     uint32_t shared_runs = 0;
   };
   Stats GetStats() const;
-  std::vector<Admission::JobInfo> Jobs() const { return admission_->Jobs(); }
   // Every open stream, in the order they opened.
   std::vector<StreamSnapshot> Snapshot() const;
   // The cumulative counters of every label set seen since start.
