@@ -168,6 +168,7 @@ int Consume(const ConsumeFlags& f) {
   XXH3_state_t* digest = XXH3_createState();
   XXH3_64bits_reset(digest);
   uint64_t samples = 0, batches = 0, bytes = 0, first_samples = 0;
+  uint64_t shared = 0;
   double first = 0;
   stoker::Batch batch;
   absl::Status status;
@@ -182,6 +183,7 @@ int Consume(const ConsumeFlags& f) {
       first_samples = batch.sample_ids().size();
     }
     samples += batch.sample_ids().size();
+    shared += batch.shared() ? 1 : 0;
     for (const stoker::TensorView& t : batch.tensors()) {
       if (f.digest) XXH3_64bits_update(digest, t.data, t.size);
       bytes += t.size;
@@ -202,6 +204,7 @@ int Consume(const ConsumeFlags& f) {
       {"step_ms", f.step_ms},
       {"samples", samples},
       {"batches", batches},
+      {"shared_batches", shared},
       {"bytes", bytes},
       {"seconds", seconds},
       {"samples_per_second", seconds > 0 ? samples / seconds : 0.0},
@@ -248,6 +251,11 @@ int main(int argc, char** argv) {
   consume->add_option("--seed", o.seed);
   consume->add_option("--prefetch", o.prefetch);
   consume->add_option("--transport", o.transport);
+  consume->add_option("--job-id", o.job_id);
+  consume->add_option("--rank", o.rank);
+  consume->add_option("--world-size", o.world_size);
+  consume->add_flag("--drop-last", o.drop_last);
+  consume->add_flag("--share", o.share, "Join a shared preprocessing run");
   consume->add_option("--max-batches", f.max_batches);
   consume->add_flag("--digest", f.digest, "XXH3 of every tensor byte");
   consume->add_option("--step-ms", f.step_ms,
