@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/metrics/log.h"
 #include "server/metrics/stream_log.h"
+#include "server/transport/shm/shm_ring.h"
 
 namespace stoker {
 namespace {
@@ -214,6 +215,13 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   so.max_streams_per_peer = o.limits.max_streams_per_peer;
   so.admission_wait_seconds = o.limits.admission_wait_seconds;
   so.share_lag_window = o.sharing.lag_window;
+  // Shared runs build in memfd rings, which shm clients map: a batch built
+  // once reaches every consumer without a copy.
+  so.run_memory = [](uint32_t count, size_t bytes, std::shared_ptr<void> hold)
+      -> absl::StatusOr<std::shared_ptr<service::BufferSource>> {
+    return transport::ShmRing::Create("stoker-shared-run", count, bytes,
+                                      std::move(hold));
+  };
   so.max_batch_bytes = o.limits.max_batch_bytes;
   so.memory_budget = o.memory_budget;
   so.on_corrupt = o.on_corrupt == config::OnCorrupt::kFail

@@ -138,6 +138,9 @@ struct Stream::Call {
   std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>>
       rw;
   std::shared_ptr<ShmMapping> shm;
+  // The ring of the shared run the stream joined, if the daemon lends it
+  // batches in place (Batch.in_shared_ring).
+  std::shared_ptr<ShmMapping> shared_shm;
   bool finished = false;  // Finish() was called; touched by the owner only.
 
   std::thread reader;
@@ -436,6 +439,7 @@ absl::Status Stream::OpenWith(int transport_number,
   open->set_hold(options_.hold);
   open->set_weight(options_.weight);
   open->set_share(options_.share);
+  open->set_map_shared_ring(true);
   open->set_open_timeout(
       std::chrono::duration<double>(options_.open_timeout).count());
   open->mutable_start()->set_epoch(position_.epoch);
@@ -462,13 +466,21 @@ absl::Status Stream::OpenWith(int transport_number,
     ++release_->generation;
     release_->acks.clear();
   }
-  if (h.has_shm()) {
-    auto mapping = MapShmRing(h.shm());
-    if (!mapping.ok()) {
-      Cancel();
-      return mapping.status();
-    }
-    call_->shm = *std::move(mapping);
+  // The shared ring first: the daemon may end a short stream as soon as
+  // the stream's own ring is handed over.
+  auto map = [](const v1::ShmRing& ring,
+                std::shared_ptr<ShmMapping>* out) -> absl::Status {
+    auto mapping = MapShmRing(ring);
+    if (!mapping.ok()) return mapping.status();
+    *out = *std::move(mapping);
+    return absl::OkStatus();
+  };
+  absl::Status mapped;
+  if (h.has_shared_ring()) mapped = map(h.shared_ring(), &call_->shared_shm);
+  if (mapped.ok() && h.has_shm()) mapped = map(h.shm(), &call_->shm);
+  if (!mapped.ok()) {
+    Cancel();
+    return mapped;
   }
   call_->StartReader();
   last_return_ = Clock::now();
@@ -537,17 +549,20 @@ absl::Status Stream::Next(Batch* batch) {
           reinterpret_cast<const uint8_t*>(b.payload().data());
       size_t size = b.payload().size();
       if (call_->shm != nullptr) {
-        if (b.slot() >= call_->shm->slots) {
+        const std::shared_ptr<ShmMapping>& ring =
+            b.in_shared_ring() ? call_->shared_shm : call_->shm;
+        if (ring == nullptr || b.slot() >= ring->slots) {
           return absl::DataLossError(absl::StrCat(
-              "batch of epoch ", b.epoch(), " step ", b.step(),
-              " names slot ", b.slot(), " of a ring of ",
-              call_->shm->slots));
+              "batch of epoch ", b.epoch(), " step ", b.step(), " names slot ",
+              b.slot(), " of ",
+              b.in_shared_ring() ? "the shared ring" : "the stream's ring",
+              ", which has ", ring == nullptr ? 0 : ring->slots, " slots"));
         }
-        base = call_->shm->base + b.slot() * call_->shm->slot_bytes;
-        size = call_->shm->slot_bytes;
+        base = ring->base + b.slot() * ring->slot_bytes;
+        size = ring->slot_bytes;
         // Acknowledged when the caller releases the batch: until then the
         // slot is the caller's.
-        message->shm = call_->shm;
+        message->shm = ring;
         message->release = release_;
         {
           std::lock_guard<std::mutex> lock(release_->mu);

@@ -14,6 +14,22 @@ size_t AlignUp(size_t n) {
 
 }  // namespace
 
+std::unique_ptr<BatchBuffer> HeapBufferSource::Take() {
+  if (taken_.fetch_add(1) >= count_) {
+    taken_.fetch_sub(1);
+    return nullptr;
+  }
+  return std::make_unique<HeapBatchBuffer>(bytes_);
+}
+
+std::unique_ptr<BatchBuffer> ReclaimBuffer(
+    std::unique_ptr<BatchBuffer> buffer) {
+  if (auto* lent = dynamic_cast<LentBatchBuffer*>(buffer.get())) {
+    return lent->TakeOwn();
+  }
+  return buffer;
+}
+
 BatchLayout::BatchLayout(std::vector<pipeline::TensorSpec> per_sample,
                          uint32_t batch_size)
     : specs_(std::move(per_sample)), batch_size_(batch_size) {}

@@ -12,11 +12,14 @@
 #ifndef STOKER_SERVER_SERVICE_BATCH_H_
 #define STOKER_SERVER_SERVICE_BATCH_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "server/pipeline/tensor.h"
 
 namespace stoker::service {
@@ -69,6 +72,38 @@ class HeapBatchBuffer : public BatchBuffer {
   size_t bytes_;
 };
 
+// Buffers of one size that a shared run builds its batches in. The
+// composition root chooses memory that every transport can hand over in
+// place (a memfd ring, which shm clients map), so that a batch built once
+// reaches each consumer without a copy.
+class BufferSource {
+ public:
+  virtual ~BufferSource() = default;
+  // A buffer not in use, or null when every one is. A run keeps the buffers
+  // it takes and reuses them; it never gives one back.
+  virtual std::unique_ptr<BatchBuffer> Take() = 0;
+};
+
+// Makes a source of `count` buffers of `bytes` each; the source keeps
+// `hold` (the memory reservation) for as long as it lives.
+using BufferSourceFactory =
+    std::function<absl::StatusOr<std::shared_ptr<BufferSource>>(
+        uint32_t count, size_t bytes, std::shared_ptr<void> hold)>;
+
+// Heap buffers, at most `count`, each allocated when first taken.
+class HeapBufferSource : public BufferSource {
+ public:
+  HeapBufferSource(uint32_t count, size_t bytes, std::shared_ptr<void> hold)
+      : count_(count), bytes_(bytes), hold_(std::move(hold)) {}
+  std::unique_ptr<BatchBuffer> Take() override;
+
+ private:
+  const uint32_t count_;
+  const size_t bytes_;
+  const std::shared_ptr<void> hold_;
+  std::atomic<uint32_t> taken_{0};
+};
+
 // One tensor of a finished batch: its spec with the batch dimension first.
 struct BatchTensor {
   pipeline::TensorSpec spec;
@@ -87,6 +122,30 @@ struct ReadyBatch {
   std::unique_ptr<BatchBuffer> buffer;
   bool shared = false;  // Built once by a shared run for several streams.
 };
+
+// A batch that a shared run lends to a stream: it reads the run's buffer in
+// place, and holds the stream's own buffer, unused, so that the batch keeps
+// its place in the stream's window until the transport is done with it.
+class LentBatchBuffer : public BatchBuffer {
+ public:
+  LentBatchBuffer(std::shared_ptr<const ReadyBatch> batch,
+                  std::unique_ptr<BatchBuffer> own)
+      : batch_(std::move(batch)), own_(std::move(own)) {}
+  uint8_t* data() override { return batch_->buffer->data(); }
+  size_t capacity() const override { return batch_->buffer->capacity(); }
+  // The run's buffer the batch is in.
+  BatchBuffer* lender() const { return batch_->buffer.get(); }
+  // The stream's own buffer; the run's batch is let go with this object.
+  std::unique_ptr<BatchBuffer> TakeOwn() { return std::move(own_); }
+
+ private:
+  const std::shared_ptr<const ReadyBatch> batch_;
+  std::unique_ptr<BatchBuffer> own_;
+};
+
+// The transport's own buffer behind `buffer`, once the batch in it is done
+// with: `buffer` itself, or the stream's buffer that a lent batch held.
+std::unique_ptr<BatchBuffer> ReclaimBuffer(std::unique_ptr<BatchBuffer> buffer);
 
 // Moves the kept samples of a full-size batch to the front of each tensor and
 // the tensors next to each other, as BatchLayout places a batch of

@@ -11,26 +11,25 @@ namespace stoker::service {
 std::shared_ptr<SharedRun> SharedRun::Create(
     std::shared_ptr<Stream> producer, uint64_t start, uint32_t capacity,
     uint32_t window, std::shared_ptr<PoolGroup> group,
-    std::shared_ptr<void> reservation) {
+    std::shared_ptr<BufferSource> memory) {
   std::shared_ptr<SharedRun> run(
       new SharedRun(std::move(producer), start, capacity, window,
-                    std::move(group), std::move(reservation)));
-  run->producer_->SetReadyCallback(
-      [weak = std::weak_ptr<SharedRun>(run)] {
-        if (auto self = weak.lock()) self->Process();
-      });
+                    std::move(group), std::move(memory)));
+  run->producer_->SetReadyCallback([weak = std::weak_ptr<SharedRun>(run)] {
+    if (auto self = weak.lock()) self->Process();
+  });
   return run;
 }
 
 SharedRun::SharedRun(std::shared_ptr<Stream> producer, uint64_t start,
                      uint32_t capacity, uint32_t window,
                      std::shared_ptr<PoolGroup> group,
-                     std::shared_ptr<void> reservation)
+                     std::shared_ptr<BufferSource> memory)
     : producer_(std::move(producer)),
       capacity_(std::max<uint32_t>(capacity, window + 1)),
+      lend_limit_(kMaxStreams * window),
       group_(std::move(group)),
-      reservation_(std::move(reservation)),
-      buffer_bytes_(producer_->layout().Bytes(producer_->spec().batch_size)),
+      memory_(std::move(memory)),
       base_(start),
       next_build_(start) {}
 
@@ -43,15 +42,18 @@ SharedRun::~SharedRun() {
 bool SharedRun::Attach(const std::shared_ptr<Stream>& stream, uint64_t start,
                        uint64_t end, uint32_t window, double weight) {
   absl::MutexLock lock(&mu_);
+  uint32_t lent = window;
+  for (const auto& [key, sub] : subs_) lent += sub.window;
   // A window up to the capacity works: only a stream whose own window
   // filled the run could pin the oldest batch while asking for the next.
-  if (!failed_.ok() || window >= capacity_ || start < base_ ||
-      start > next_build_) {
+  if (!failed_.ok() || window >= capacity_ || lent > lend_limit_ ||
+      start < base_ || start > next_build_) {
     return false;
   }
   Sub& sub = subs_[stream.get()];
   sub.stream = stream;
   sub.weight = weight;
+  sub.window = window;
   sub.requested_upto = start;
   sub.end = end;
   UpdateWeightLocked();
@@ -109,14 +111,13 @@ void SharedRun::Process() {
     if (work.deliveries.empty() && work.detached.empty()) return;
     for (Delivery& d : work.deliveries) {
       if (auto stream = d.stream.lock()) {
-        stream->Deliver(d.seq, d.batch.get(), d.shared, d.error);
+        stream->Deliver(d.seq, std::move(d.batch), d.shared, d.error);
       }
-      d.batch.reset();  // The last copy returns the buffer.
     }
     for (const std::weak_ptr<Stream>& weak : work.detached) {
       if (auto stream = weak.lock()) stream->DetachFromRun();
     }
-    // Copies done above may have freed buffers a build waits for: go again.
+    // Streams that let batches go may have freed buffers: go again.
   }
 }
 
@@ -131,8 +132,7 @@ void SharedRun::CollectLocked(Work* work) {
         new ReadyBatch(*std::move(ready)), [weak](const ReadyBatch* b) {
           std::unique_ptr<ReadyBatch> owned(const_cast<ReadyBatch*>(b));
           if (auto run = weak.lock()) {
-            absl::MutexLock lock(&run->free_mu_);
-            run->free_.push_back(std::move(owned->buffer));
+            run->ReturnBuffer(std::move(owned->buffer));
           }
         });
   }
@@ -171,7 +171,7 @@ void SharedRun::CollectLocked(Work* work) {
       continue;
     }
     std::unique_ptr<BatchBuffer> buffer = TakeBuffer();
-    if (buffer == nullptr) break;  // Copies in flight hold the rest.
+    if (buffer == nullptr) break;  // Streams hold the rest, for now.
     if (!producer_->Fill(std::move(buffer))) break;
     slots_.emplace_back();
     ++next_build_;
@@ -208,7 +208,7 @@ bool SharedRun::DropOneLocked() {
   for (const auto& [key, sub] : subs_) {
     if (sub.Needs(base_)) return false;
   }
-  slots_.pop_front();  // A copy in flight may still hold the batch.
+  slots_.pop_front();  // Streams may still hold the batch.
   ++base_;
   return true;
 }
@@ -220,15 +220,29 @@ void SharedRun::UpdateWeightLocked() {
 }
 
 std::unique_ptr<BatchBuffer> SharedRun::TakeBuffer() {
-  absl::MutexLock lock(&free_mu_);
-  if (!free_.empty()) {
-    std::unique_ptr<BatchBuffer> buffer = std::move(free_.back());
-    free_.pop_back();
-    return buffer;
+  std::unique_ptr<BatchBuffer> buffer;
+  {
+    absl::MutexLock lock(&free_mu_);
+    if (!free_.empty()) {
+      buffer = std::move(free_.back());
+      free_.pop_back();
+      return buffer;
+    }
+    // Set before asking the source, so a buffer returned meanwhile
+    // schedules a pass.
+    starved_ = true;
   }
-  if (allocated_ >= capacity_) return nullptr;
-  ++allocated_;
-  return std::make_unique<HeapBatchBuffer>(buffer_bytes_);
+  buffer = memory_->Take();
+  if (buffer != nullptr) starved_ = false;
+  return buffer;
+}
+
+void SharedRun::ReturnBuffer(std::unique_ptr<BatchBuffer> buffer) {
+  {
+    absl::MutexLock lock(&free_mu_);
+    free_.push_back(std::move(buffer));
+  }
+  if (starved_.exchange(false)) Schedule();
 }
 
 }  // namespace stoker::service

@@ -24,7 +24,7 @@ int64_t NowNs() {
 // the task that finishes last marks the batch done. Or, for a stream on a
 // shared run, the run delivers it whole.
 struct Stream::Building {
-  enum class Source { kTasks, kRun, kCopying };
+  enum class Source { kTasks, kRun, kDelivering };
   uint64_t epoch = 0;
   uint64_t step = 0;
   std::vector<uint64_t> ids;
@@ -33,8 +33,8 @@ struct Stream::Building {
   std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
   bool done = false;                 // Guarded by the stream's mu_.
   Source source = Source::kTasks;    // Guarded by the stream's mu_.
-  // Set when the run delivered it: the batch as the run built it (no
-  // buffer), or the run's error.
+  // Set when the run delivered it: the batch's description (its buffer is
+  // `buffer`), or the run's error.
   std::optional<ReadyBatch> delivered;
   absl::Status run_error;
 };
@@ -242,14 +242,16 @@ void Stream::Count(const ReadyBatch& ready) {
   counters_->shared_batches += ready.shared ? 1 : 0;
 }
 
-void Stream::AttachRun(std::shared_ptr<SharedRun> run) {
+void Stream::AttachRun(std::shared_ptr<SharedRun> run, uint64_t lend_before) {
   absl::MutexLock lock(&mu_);
   run_ = std::move(run);
+  lend_before_ = lend_before;
 }
 
-void Stream::Deliver(uint64_t seq, const ReadyBatch* batch, bool shared,
-                     const absl::Status& error) {
+void Stream::Deliver(uint64_t seq, std::shared_ptr<const ReadyBatch> batch,
+                     bool shared, const absl::Status& error) {
   Building* b = nullptr;
+  bool lend = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = building_.find(seq);
@@ -258,20 +260,26 @@ void Stream::Deliver(uint64_t seq, const ReadyBatch* batch, bool shared,
       return;
     }
     b = it->second.get();
-    b->source = Building::Source::kCopying;
+    b->source = Building::Source::kDelivering;
+    lend = b->epoch * steps_per_epoch_ + b->step < lend_before_;
   }
   // Only this call touches b until it is marked done.
   if (error.ok()) {
-    std::memcpy(b->buffer->data(), batch->buffer->data(), batch->bytes);
-    ReadyBatch copy;
-    copy.epoch = b->epoch;
-    copy.step = b->step;
-    copy.sample_ids = batch->sample_ids;
-    copy.skipped_ids = batch->skipped_ids;
-    copy.tensors = batch->tensors;
-    copy.bytes = batch->bytes;
-    copy.shared = shared;
-    b->delivered = std::move(copy);
+    ReadyBatch ready;
+    ready.epoch = b->epoch;
+    ready.step = b->step;
+    ready.sample_ids = batch->sample_ids;
+    ready.skipped_ids = batch->skipped_ids;
+    ready.tensors = batch->tensors;
+    ready.bytes = batch->bytes;
+    ready.shared = shared;
+    if (lend) {
+      b->buffer = std::make_unique<LentBatchBuffer>(std::move(batch),
+                                                    std::move(b->buffer));
+    } else {
+      std::memcpy(b->buffer->data(), batch->buffer->data(), batch->bytes);
+    }
+    b->delivered = std::move(ready);
   } else {
     b->run_error = error;
   }

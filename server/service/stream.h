@@ -14,9 +14,13 @@
 // with its DataLoss status after the batches before it (OnCorrupt::kFail).
 //
 // A stream that joined a SharedRun (share: true) starts no tasks of its own:
-// it asks the run for each batch and the run copies the batch into the
-// stream's buffer (Deliver). If the run detaches it for lagging, the stream
-// builds the batches it still waits for, and all later ones, itself.
+// it asks the run for each batch, and the run lends it the batch it built
+// (Deliver): the ReadyBatch's buffer is a LentBatchBuffer that reads the
+// run's buffer in place and holds the stream's own, unused. The last
+// batches of a stream, which its client may still hold after the stream
+// ends, are copied into its own buffers instead, so that nothing the run
+// reuses is read after the end. If the run detaches the stream for lagging,
+// it builds the batches it still waits for, and all later ones, itself.
 //
 // Thread-safe. The ready callback runs on a worker thread whenever a batch
 // finishes or the stream fails; it must not block. After Cancel() returns,
@@ -141,13 +145,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Drops all pending work and leaves its shared run. Idempotent.
   void Cancel();
 
-  // Makes the stream take its batches from `run`, which has attached it.
+  // Makes the stream take its batches from `run`, which has attached it:
+  // lent for linear positions below `lend_before`, copied from there on.
   // Call before the first Fill().
-  void AttachRun(std::shared_ptr<SharedRun> run);
-  // From the run: the batch for `seq` is `batch` (copied into this
-  // stream's buffer), or the run failed there with `error`.
-  void Deliver(uint64_t seq, const ReadyBatch* batch, bool shared,
-               const absl::Status& error);
+  void AttachRun(std::shared_ptr<SharedRun> run, uint64_t lend_before);
+  // From the run: the batch for `seq` is `batch`, or the run failed there
+  // with `error`.
+  void Deliver(uint64_t seq, std::shared_ptr<const ReadyBatch> batch,
+               bool shared, const absl::Status& error);
   // From the run: build every batch still waited for, and all later ones,
   // on this stream's own tasks.
   void DetachFromRun();
@@ -202,6 +207,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t deliver_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<SharedRun> run_ ABSL_GUARDED_BY(mu_);
+  uint64_t lend_before_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::unique_ptr<Building>> building_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   StreamStats stats_ ABSL_GUARDED_BY(mu_);

@@ -195,8 +195,9 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
   opened.window = window;
   opened.batch_bytes = batch_bytes;
   if (producer.has_value()) {
-    opened.shared = JoinRun(opened.stream, *std::move(producer), opened,
-                            batch_bytes);
+    opened.run_memory =
+        JoinRun(opened.stream, *std::move(producer), opened, batch_bytes);
+    opened.shared = opened.run_memory != nullptr;
   }
   {
     absl::MutexLock lock(&mu_);
@@ -214,15 +215,18 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
   return opened;
 }
 
-bool StreamService::JoinRun(const std::shared_ptr<Stream>& stream,
-                            Stream::Options producer,
-                            const OpenedStream& opened, uint64_t batch_bytes) {
+std::shared_ptr<BufferSource> StreamService::JoinRun(
+    const std::shared_ptr<Stream>& stream, Stream::Options producer,
+    const OpenedStream& opened, uint64_t batch_bytes) {
   const StreamSpec& spec = stream->spec();
   const uint64_t steps = stream->steps_per_epoch();
   const uint64_t start = spec.start_epoch * steps + spec.start_step;
-  const uint64_t end = spec.epochs == 0
-                           ? std::numeric_limits<uint64_t>::max()
-                           : spec.epochs * steps;
+  const uint64_t end = spec.epochs == 0 ? std::numeric_limits<uint64_t>::max()
+                                        : spec.epochs * steps;
+  // The last window of batches is copied: a client may hold those after
+  // the stream ends, when nothing keeps the run from reusing its buffers.
+  const uint64_t lend_before =
+      spec.epochs == 0 ? end : end - std::min<uint64_t>(end, opened.window);
   const double weight = opened.ticket->weight();
   RunKey key{producer.catalog.get(), spec.dataset,    spec.pipeline,
              spec.seed,              spec.batch_size, spec.world_size,
@@ -236,8 +240,8 @@ bool StreamService::JoinRun(const std::shared_ptr<Stream>& stream,
     std::shared_ptr<SharedRun> run = weak.lock();
     if (run != nullptr &&
         run->Attach(stream, start, end, opened.window, weight)) {
-      stream->AttachRun(std::move(run));
-      return true;
+      stream->AttachRun(run, lend_before);
+      return run->memory();
     }
   }
   const uint32_t capacity = options_.share_lag_window + opened.window;
@@ -245,9 +249,21 @@ bool StreamService::JoinRun(const std::shared_ptr<Stream>& stream,
       capacity * batch_bytes,
       absl::StrCat("a shared run (", capacity, " batches of ",
                    FormatBytes(batch_bytes), ")"));
+  absl::StatusOr<std::shared_ptr<BufferSource>> memory;
   if (!reservation.ok()) {
+    memory = reservation.status();
+  } else if (options_.run_memory) {
+    memory =
+        options_.run_memory(SharedRun::BuffersNeeded(capacity, opened.window),
+                            batch_bytes, *reservation);
+  } else {
+    memory = std::make_shared<HeapBufferSource>(
+        SharedRun::BuffersNeeded(capacity, opened.window), batch_bytes,
+        *reservation);
+  }
+  if (!memory.ok()) {
     if (runs.empty()) runs_.erase(key);
-    return false;
+    return nullptr;
   }
   auto group = std::make_shared<PoolGroup>(pool_, weight);
   producer.spec.epochs = 0;  // Builds on demand, for as long as it is used.
@@ -255,11 +271,11 @@ bool StreamService::JoinRun(const std::shared_ptr<Stream>& stream,
   producer.group = group;
   auto run = SharedRun::Create(std::make_shared<Stream>(std::move(producer)),
                                start, capacity, opened.window, std::move(group),
-                               *std::move(reservation));
+                               *std::move(memory));
   run->Attach(stream, start, end, opened.window, weight);
-  stream->AttachRun(run);
+  stream->AttachRun(run, lend_before);
   runs.push_back(run);
-  return true;
+  return run->memory();
 }
 
 void StreamService::SetJobWeights(std::map<std::string, double> weights) {

@@ -49,6 +49,9 @@ struct ServiceOptions {
   // Batches a consumer of a shared run may lag behind the fastest before
   // it is detached onto a run of its own.
   uint32_t share_lag_window = 8;
+  // Makes the buffers of a shared run; unset: heap buffers, which a shm
+  // stream can only take a copy of.
+  BufferSourceFactory run_memory;
   OnCorrupt on_corrupt = OnCorrupt::kSkip;
 };
 
@@ -61,6 +64,8 @@ struct OpenedStream {
   uint32_t window = 0;
   size_t batch_bytes = 0;
   bool shared = false;  // Joined a shared run.
+  // The buffers of the run it joined, which lends it its batches.
+  std::shared_ptr<BufferSource> run_memory;
 };
 
 // What the metrics layer sees of one open stream.
@@ -150,11 +155,12 @@ class StreamService {
   absl::Status Validate(const StreamSpec& spec) const;
   std::shared_ptr<StreamCounters> CountersFor(const StreamSpec& spec);
   // Attaches `stream` to a run for its plan, starting one if none holds its
-  // position. False (the stream builds alone) if the budget has no room
-  // for a new run's buffers.
-  bool JoinRun(const std::shared_ptr<Stream>& stream,
-               Stream::Options producer, const OpenedStream& opened,
-               uint64_t batch_bytes);
+  // position, and returns the run's buffers. Null (the stream builds
+  // alone) if the budget has no room for a new run's buffers.
+  std::shared_ptr<BufferSource> JoinRun(const std::shared_ptr<Stream>& stream,
+                                        Stream::Options producer,
+                                        const OpenedStream& opened,
+                                        uint64_t batch_bytes);
 
   // Constant after construction.
   pipeline::WorkerPool* const pool_;

@@ -3,7 +3,11 @@
 // its own run and still gets every sample exactly once.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <fstream>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,11 +41,33 @@ StreamOptions Options(const std::string& job, uint64_t epochs) {
   return o;
 }
 
-// Reads all of an opened stream, sleeping `step` after each batch.
-Consumed ReadAll(Stream& stream, std::chrono::milliseconds step) {
+// The file of this process's mapping that holds `p`, as /proc/self/maps
+// names it (e.g. "/memfd:stoker-ring (deleted)"), or "" if none does.
+std::string MappedFile(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, dev, inode, file;
+    fields >> range >> perms >> offset >> dev >> inode;
+    std::getline(fields >> std::ws, file);
+    const size_t dash = range.find('-');
+    const uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (addr >= lo && addr < hi) return file;
+  }
+  return "";
+}
+
+// Reads all of an opened stream, sleeping `step` after each batch. With
+// `files`, notes which mapping each batch's first tensor was read from.
+Consumed ReadAll(Stream& stream, std::chrono::milliseconds step,
+                 std::vector<std::string>* files = nullptr) {
   Consumed out;
   Batch batch;
   while ((out.status = stream.Next(&batch)).ok()) {
+    if (files != nullptr) files->push_back(MappedFile(batch.tensors()[0].data));
     out.ids.insert(out.ids.end(), batch.sample_ids().begin(),
                    batch.sample_ids().end());
     out.batches.push_back(BatchBytes(batch));
@@ -118,7 +144,50 @@ TEST(SharingTest, TwoSharedJobsReceiveIdenticalBytesBuiltOnce) {
   EXPECT_EQ(shared, count(got_a.shared) + count(got_b.shared));
 }
 
-TEST(SharingTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
+TEST(SharingTest, ShmConsumersReadTheRunsBatchesInPlace) {
+  auto server = TestServer::Start(TestServerOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  StreamOptions alone = Options("alone", 2);
+  alone.share = false;
+  Consumed reference = Consume((*server)->target(), alone);
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+
+  auto client = Client::Connect((*server)->target());
+  StreamOptions o = Options("in-place-a", 2);
+  o.transport = "shm";
+  o.hold = 2;
+  auto a = client->OpenStream(o);
+  o.job_id = "in-place-b";
+  auto b = client->OpenStream(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Consumed got_a, got_b;
+  std::vector<std::string> files_a, files_b;
+  std::thread ta(
+      [&] { got_a = ReadAll(**a, std::chrono::milliseconds(0), &files_a); });
+  std::thread tb(
+      [&] { got_b = ReadAll(**b, std::chrono::milliseconds(0), &files_b); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(absl::IsOutOfRange(got_a.status)) << got_a.status;
+  ASSERT_TRUE(absl::IsOutOfRange(got_b.status)) << got_b.status;
+  EXPECT_EQ(got_a.batches, reference.batches);
+  EXPECT_EQ(got_b.batches, reference.batches);
+  // Each consumer read the run's own ring, where the batch was built, with
+  // no copy; only its last window of batches (prefetch 2 + hold 2), which
+  // it may hold after the stream ends, were copied into its own ring.
+  for (const std::vector<std::string>* files : {&files_a, &files_b}) {
+    ASSERT_EQ(files->size(), 20u);
+    for (size_t i = 0; i < files->size(); ++i) {
+      const char* want =
+          i < 16 ? "/memfd:stoker-shared-run" : "/memfd:stoker-ring";
+      EXPECT_THAT((*files)[i], ::testing::StartsWith(want)) << "batch " << i;
+    }
+  }
+}
+
+class SharingLagTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SharingLagTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
   TestServerOptions so;
   so.extra_yaml = "sharing: {lag_window: 2}\n";
   auto server = TestServer::Start(so);
@@ -129,8 +198,11 @@ TEST(SharingTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
 
   auto client = Client::Connect((*server)->target());
-  auto fast = client->OpenStream(Options("fast", 3));
-  auto slow = client->OpenStream(Options("slow", 3));
+  StreamOptions fast_options = Options("fast", 3);
+  StreamOptions slow_options = Options("slow", 3);
+  fast_options.transport = slow_options.transport = GetParam();
+  auto fast = client->OpenStream(fast_options);
+  auto slow = client->OpenStream(slow_options);
   ASSERT_TRUE(fast.ok() && slow.ok());
   Consumed got_fast, got_slow;
   std::chrono::duration<double> fast_took{}, slow_took{};
@@ -158,6 +230,9 @@ TEST(SharingTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
   EXPECT_FALSE(got_slow.shared.back());
   EXPECT_LT(fast_took.count(), slow_took.count() / 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, SharingLagTest,
+                         ::testing::Values("grpc", "shm"));
 
 TEST(SharingTest, StreamsOverShmAndGrpcShareOneRun) {
   auto server = TestServer::Start(TestServerOptions{});

@@ -3,7 +3,9 @@
 `stoker stream --json` and on each Python batch; a stream that disagrees
 with its job is refused naming the field."""
 import json
+import os
 import subprocess
+import time
 
 import pytest
 import xxhash
@@ -43,9 +45,26 @@ def test_two_shared_cli_jobs_get_the_same_bytes_and_count_shared_batches(
     assert solo["shared_batches"] == 0
 
 
-def test_python_streams_of_two_jobs_share_over_shm(client_daemon):
+def mapped_file(pid, address):
+    """The file of process `pid`'s mapping that holds `address`."""
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= address < hi:
+                return fields[5].strip() if len(fields) > 5 else ""
+    return ""
+
+
+def run_rings(pid):
+    with open(f"/proc/{pid}/maps") as maps:
+        return sum("memfd:stoker-shared-run" in line for line in maps)
+
+
+def test_python_streams_of_two_jobs_share_over_shm_in_place(client_daemon):
     client = stoker.Client(client_daemon.address)
     args = dict(batch_size=4, seed=9, epochs=2, share=True, prefetch=2)
+    files = {"a": [], "b": []}
     with client.stream("train", "bytes", job_id="a", transport="shm",
                        **args) as s1, \
             client.stream("train", "bytes", job_id="b", transport="shm",
@@ -53,13 +72,30 @@ def test_python_streams_of_two_jobs_share_over_shm(client_daemon):
         assert s1.info.shared and s2.info.shared
         h1, h2, shared = xxhash.xxh3_64(), xxhash.xxh3_64(), 0
         for b1, b2 in zip(s1, s2):
-            for h, batch in ((h1, b1), (h2, b2)):
+            for h, batch, job in ((h1, b1, "a"), (h2, b2, "b")):
                 for array in batch.values():
                     h.update(array)
+                first = next(iter(batch.values()))
+                files[job].append(mapped_file(
+                    os.getpid(), first.__array_interface__["data"][0]))
                 shared += batch.shared
                 batch.release()
     assert h1.hexdigest() == h2.hexdigest()
     assert shared >= 2 * 16 - 4  # 30 samples / 4 = 8 steps x 2 epochs each.
+    # Read in place from the run's ring, except the last window (prefetch 2
+    # + hold 1), copied to the stream's own ring as it may be held past the
+    # end.
+    for job in "ab":
+        assert len(files[job]) == 16
+        assert all(f.startswith("/memfd:stoker-shared-run")
+                   for f in files[job][:13]), files[job]
+        assert all(f.startswith("/memfd:stoker-ring")
+                   for f in files[job][13:]), files[job]
+    # With its streams gone, the run and its ring are freed.
+    deadline = time.monotonic() + 5
+    while run_rings(client_daemon.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run_rings(client_daemon.proc.pid) == 0
 
 
 def test_a_stream_that_disagrees_with_its_job_is_refused(client_daemon):

@@ -46,7 +46,7 @@ class FdServerTest : public ::testing::Test {
   void SetUp() override {
     server_ = std::make_unique<FdServer>(dir_.path() + "/s.shm", 0660, -1);
     ASSERT_TRUE(server_->Start().ok());
-    auto ring = ShmRing::Create(2, 1000, nullptr);
+    auto ring = ShmRing::Create("test-ring", 2, 1000, nullptr);
     ASSERT_TRUE(ring.ok()) << ring.status();
     ring_ = *ring;
   }
@@ -84,7 +84,7 @@ TEST_F(FdServerTest, StopRemovesTheSocket) {
 }
 
 TEST(ShmRingTest, SlotsAreReusedOnlyAfterRelease) {
-  auto ring = ShmRing::Create(2, 100, nullptr);
+  auto ring = ShmRing::Create("test-ring", 2, 100, nullptr);
   ASSERT_TRUE(ring.ok());
   auto a = (*ring)->Take();
   auto b = (*ring)->Take();

@@ -149,54 +149,67 @@ class ShmTransport(Transport):
     """Tensors lie in a slot of the stream's shared-memory ring, which this
     transport maps read-only when the stream opens; each array is a view
     of the slot (no copy). The slot stays the client's until the batch is
-    released (see Stream and Batch.release)."""
+    released (see Stream and Batch.release). A stream that joined a shared
+    run also maps the run's ring, where the run lends it batches in place
+    (Batch.in_shared_ring)."""
 
     name = "shm"
     wire = pb.TRANSPORT_SHM
     ack_on_release = True
 
     def __init__(self):
-        self._map = None
-        self._slots = 0
-        self._slot_bytes = 0
+        self._rings = {}  # in_shared_ring -> (mapping, slots, slot_bytes)
 
     @classmethod
     def suits(cls, address):
         return is_local(address)
 
+    def prepare(self, open_request):
+        super().prepare(open_request)
+        open_request.map_shared_ring = True
+
     def attach(self, header):
         super().attach(header)
-        ring = header.shm
-        if not header.HasField("shm") or ring.slots == 0:
+        if not header.HasField("shm") or header.shm.slots == 0:
             raise errors.Internal("the daemon granted transport shm without "
                                   "a ring")
-        self._map = map_ring(ring)
-        self._slots, self._slot_bytes = ring.slots, ring.slot_bytes
+        # The shared ring first: the daemon may end a short stream as soon
+        # as the stream's own ring is handed over.
+        for shared, field in ((True, "shared_ring"), (False, "shm")):
+            if header.HasField(field):
+                ring = getattr(header, field)
+                self._rings[shared] = (map_ring(ring), ring.slots,
+                                       ring.slot_bytes)
 
     def arrays(self, response):
         batch = response.batch
-        if self._map is None:
-            raise errors.FailedPrecondition("the shm ring is not mapped")
-        if batch.slot >= self._slots:
+        ring = self._rings.get(batch.in_shared_ring)
+        where = "the shared ring" if batch.in_shared_ring else "the ring"
+        if ring is None:
+            raise errors.DataLoss(
+                f"batch of epoch {batch.epoch} step {batch.step} is in "
+                f"{where}, which is not mapped")
+        mapping, slots, slot_bytes = ring
+        if batch.slot >= slots:
             raise errors.DataLoss(
                 f"batch of epoch {batch.epoch} step {batch.step} names slot "
-                f"{batch.slot} of a ring of {self._slots}")
+                f"{batch.slot} of {where}, which has {slots}")
         # The slot as one array: every tensor's numpy base, so it lives as
         # long as any view of the batch does (and keeps the mapping alive).
-        slot = np.frombuffer(self._map, dtype=np.uint8,
-                             count=self._slot_bytes,
-                             offset=batch.slot * self._slot_bytes)
-        return _views(batch, slot, 0, self._slot_bytes,
-                      f"slot {batch.slot}"), slot
+        slot = np.frombuffer(mapping, dtype=np.uint8, count=slot_bytes,
+                             offset=batch.slot * slot_bytes)
+        return _views(batch, slot, 0, slot_bytes,
+                      f"slot {batch.slot} of {where}"), slot
 
     @property
     def slots(self):
-        return self._slots
+        """Slots of the stream's own ring."""
+        return self._rings[False][1] if False in self._rings else 0
 
     def close(self):
         # Unmapped once the last array of its batches is gone (a mapping
         # with views cannot be closed; dropping it is enough).
-        self._map = None
+        self._rings = {}
 
 
 def map_ring(ring):

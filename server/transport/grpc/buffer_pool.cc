@@ -11,7 +11,7 @@ struct SliceOwner {
 
 void ReleaseSlice(void* user_data) {
   std::unique_ptr<SliceOwner> owner(static_cast<SliceOwner*>(user_data));
-  owner->pool->Return(std::move(owner->buffer));
+  owner->pool->Return(service::ReclaimBuffer(std::move(owner->buffer)));
 }
 
 }  // namespace

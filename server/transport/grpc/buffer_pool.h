@@ -33,7 +33,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   void Return(std::unique_ptr<service::BatchBuffer> buffer);
 
   // A slice over the first `bytes` of `buffer` that returns the buffer to
-  // this pool when gRPC releases it.
+  // this pool when gRPC releases it (for a batch a shared run lent, the
+  // stream's own buffer it held, letting the run's go).
   grpc::Slice WrapAsSlice(std::unique_ptr<service::BatchBuffer> buffer,
                           size_t bytes);
 

@@ -4,9 +4,12 @@
 // in its StreamResponse.
 //
 //   GrpcDelivery  heap buffers; the batch bytes travel in the message as a
-//                 zero-copy payload slice.
+//                 zero-copy payload slice (of the stream's buffer, or of a
+//                 shared run's that lent it the batch).
 //   ShmDelivery   slots of a memfd ring the client has mapped; the message
-//                 carries the slot id, and an ack frees the slot.
+//                 carries the slot id, and an ack frees the slot. A batch
+//                 lent by a shared run stays in the run's ring, which the
+//                 client maps as a second ring, until the ack.
 //
 // Thread-safe.
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_DELIVERY_H_
@@ -79,8 +82,11 @@ class GrpcDelivery : public Delivery {
 class ShmDelivery : public Delivery {
  public:
   // `fd_server` outlives every stream (the composition root stops the gRPC
-  // server first).
-  ShmDelivery(std::shared_ptr<ShmRing> ring, FdServer* fd_server);
+  // server first). `shared_ring`, if not null, is the ring of the shared run
+  // the stream joined, offered to a client that maps it; batches lent from
+  // anywhere else are copied into the stream's own slot.
+  ShmDelivery(std::shared_ptr<ShmRing> ring, FdServer* fd_server,
+              std::shared_ptr<ShmRing> shared_ring = nullptr);
   ~ShmDelivery() override;
   std::unique_ptr<service::BatchBuffer> Take() override {
     return ring_->Take();
@@ -95,13 +101,21 @@ class ShmDelivery : public Delivery {
   void ClearReturnHook() override { ring_->ClearHandOverHook(); }
 
  private:
+  // A batch sent and not yet acknowledged.
+  struct Sent {
+    uint32_t slot = 0;  // Of the stream's ring.
+    // A batch lent in place from the shared ring, kept from reuse.
+    std::unique_ptr<service::BatchBuffer> lent;
+  };
+
   const std::shared_ptr<ShmRing> ring_;
   FdServer* const fd_server_;
   const std::string token_;
+  const std::shared_ptr<ShmRing> shared_ring_;
+  const std::string shared_token_;
 
   absl::Mutex mu_;
-  // The slot of every batch sent and not yet acknowledged.
-  std::map<std::pair<uint64_t, uint64_t>, uint32_t> sent_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, uint64_t>, Sent> sent_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker::transport

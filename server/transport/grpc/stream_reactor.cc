@@ -139,10 +139,15 @@ void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
       ToProto(t, header->add_outputs());
     }
     if (open.transport() == v1::TRANSPORT_SHM) {
-      auto ring = ShmRing::Create(opened->window, opened->batch_bytes,
-                                  opened->ticket);
+      auto ring = ShmRing::Create("stoker-ring", opened->window,
+                                  opened->batch_bytes, opened->ticket);
       if (ring.ok()) {
-        delivery = std::make_shared<ShmDelivery>(*std::move(ring), fd_server_);
+        std::shared_ptr<ShmRing> shared_ring;
+        if (open.map_shared_ring()) {
+          shared_ring = std::dynamic_pointer_cast<ShmRing>(opened->run_memory);
+        }
+        delivery = std::make_shared<ShmDelivery>(*std::move(ring), fd_server_,
+                                                 std::move(shared_ring));
       } else {
         refused = ToGrpcStatus(ring.status());
       }

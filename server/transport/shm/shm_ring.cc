@@ -12,13 +12,13 @@
 namespace stoker::transport {
 
 absl::StatusOr<std::shared_ptr<ShmRing>> ShmRing::Create(
-    uint32_t slots, size_t batch_bytes,
-    std::shared_ptr<service::StreamTicket> ticket) {
+    const char* name, uint32_t slots, size_t batch_bytes,
+    std::shared_ptr<void> hold) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t slot_bytes =
       (std::max<size_t>(batch_bytes, 1) + page - 1) / page * page;
   const size_t total = slot_bytes * slots;
-  const int fd = memfd_create("stoker-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  const int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     return absl::ResourceExhaustedError(
         absl::StrCat("memfd_create: ", std::strerror(errno)));
@@ -41,16 +41,16 @@ absl::StatusOr<std::shared_ptr<ShmRing>> ShmRing::Create(
         absl::StrCat("mmap of the ring: ", std::strerror(err)));
   }
   return std::shared_ptr<ShmRing>(new ShmRing(
-      fd, static_cast<uint8_t*>(base), slots, slot_bytes, std::move(ticket)));
+      fd, static_cast<uint8_t*>(base), slots, slot_bytes, std::move(hold)));
 }
 
 ShmRing::ShmRing(int fd, uint8_t* base, uint32_t slots, size_t slot_bytes,
-                 std::shared_ptr<service::StreamTicket> ticket)
+                 std::shared_ptr<void> hold)
     : fd_(fd),
       base_(base),
       slots_(slots),
       slot_bytes_(slot_bytes),
-      ticket_(std::move(ticket)) {
+      hold_(std::move(hold)) {
   for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
   in_use_.assign(slots, false);
 }

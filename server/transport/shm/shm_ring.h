@@ -7,6 +7,9 @@
 // kill -9 on either side. A client obtains the descriptor only through the
 // FdServer, which checks its credentials.
 //
+// A shared run builds its batches in a ring of its own (as a BufferSource),
+// which each shm stream attached to it offers its client as a second ring.
+//
 // Thread-safe. The ring is shared (shared_ptr) by the stream's reactor and
 // its slot buffers, so the mapping outlives any batch still being built.
 #ifndef STOKER_SERVER_TRANSPORT_SHM_SHM_RING_H_
@@ -22,19 +25,19 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/service/batch.h"
-#include "server/service/stream_service.h"
 
 namespace stoker::transport {
 
-class ShmRing : public std::enable_shared_from_this<ShmRing> {
+class ShmRing : public service::BufferSource,
+                public std::enable_shared_from_this<ShmRing> {
  public:
   // Creates a ring of `slots` slots of at least `batch_bytes` each (rounded
-  // up to whole pages). `ticket` is the stream's memory reservation, kept
-  // as long as the ring lives.
+  // up to whole pages). `hold` (the memory reservation) is kept as long as
+  // the ring lives. `name` shows in /proc/PID/maps as /memfd:NAME.
   static absl::StatusOr<std::shared_ptr<ShmRing>> Create(
-      uint32_t slots, size_t batch_bytes,
-      std::shared_ptr<service::StreamTicket> ticket);
-  ~ShmRing();
+      const char* name, uint32_t slots, size_t batch_bytes,
+      std::shared_ptr<void> hold);
+  ~ShmRing() override;
 
   int fd() const { return fd_; }
   uint32_t slots() const { return slots_; }
@@ -42,7 +45,7 @@ class ShmRing : public std::enable_shared_from_this<ShmRing> {
 
   // A free slot as a batch buffer, or null if every slot is in use. The
   // buffer's slot stays in use after the buffer is dropped, until Release.
-  std::unique_ptr<service::BatchBuffer> Take();
+  std::unique_ptr<service::BatchBuffer> Take() override;
   // The client is done with `slot`: it may be filled again. Releasing a
   // slot that is not in use does nothing.
   void Release(uint32_t slot);
@@ -59,13 +62,13 @@ class ShmRing : public std::enable_shared_from_this<ShmRing> {
 
  private:
   ShmRing(int fd, uint8_t* base, uint32_t slots, size_t slot_bytes,
-          std::shared_ptr<service::StreamTicket> ticket);
+          std::shared_ptr<void> hold);
 
   const int fd_;
   uint8_t* const base_;
   const uint32_t slots_;
   const size_t slot_bytes_;
-  const std::shared_ptr<service::StreamTicket> ticket_;
+  const std::shared_ptr<void> hold_;
 
   mutable absl::Mutex mu_;
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
@@ -84,6 +87,7 @@ class ShmSlotBuffer : public service::BatchBuffer {
   uint8_t* data() override { return data_; }
   size_t capacity() const override { return ring_->slot_bytes(); }
   uint32_t slot() const { return slot_; }
+  const ShmRing* ring() const { return ring_.get(); }
 
  private:
   const std::shared_ptr<ShmRing> ring_;  // Keeps the mapping alive.

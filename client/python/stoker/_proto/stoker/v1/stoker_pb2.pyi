@@ -26,8 +26,9 @@ class Ack(_message.Message):
     def __init__(self, position: _Optional[_Union[Position, _Mapping]] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ["epoch", "payload", "sample_ids", "shared", "skipped_ids", "slot", "step", "tensors"]
+    __slots__ = ["epoch", "in_shared_ring", "payload", "sample_ids", "shared", "skipped_ids", "slot", "step", "tensors"]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IN_SHARED_RING_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_IDS_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +37,7 @@ class Batch(_message.Message):
     STEP_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
+    in_shared_ring: bool
     payload: bytes
     sample_ids: _containers.RepeatedScalarFieldContainer[int]
     shared: bool
@@ -43,7 +45,7 @@ class Batch(_message.Message):
     slot: int
     step: int
     tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
-    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., payload: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., in_shared_ring: bool = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class DaemonStats(_message.Message):
     __slots__ = ["errors", "labels", "latency_bounds_seconds", "memory", "open_streams", "pool", "storage", "streams", "uptime_seconds"]
@@ -160,7 +162,7 @@ class MemoryStats(_message.Message):
     def __init__(self, reserved_bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., high_water_bytes: _Optional[int] = ..., jobs: _Optional[int] = ..., shared_runs: _Optional[int] = ...) -> None: ...
 
 class OpenStream(_message.Message):
-    __slots__ = ["batch_size", "dataset", "drop_last", "epochs", "gpu_uuid", "hold", "job_id", "open_timeout", "pipeline", "prefetch", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
+    __slots__ = ["batch_size", "dataset", "drop_last", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "open_timeout", "pipeline", "prefetch", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DROP_LAST_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +170,7 @@ class OpenStream(_message.Message):
     GPU_UUID_FIELD_NUMBER: _ClassVar[int]
     HOLD_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAP_SHARED_RING_FIELD_NUMBER: _ClassVar[int]
     OPEN_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +188,7 @@ class OpenStream(_message.Message):
     gpu_uuid: str
     hold: int
     job_id: str
+    map_shared_ring: bool
     open_timeout: float
     pipeline: str
     prefetch: int
@@ -195,7 +199,7 @@ class OpenStream(_message.Message):
     transport: Transport
     weight: float
     world_size: int
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ...) -> None: ...
 
 class PipelineInfo(_message.Message):
     __slots__ = ["name", "ops", "outputs"]
@@ -256,12 +260,13 @@ class StorageStats(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
 
 class StreamHeader(_message.Message):
-    __slots__ = ["num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shm", "start", "steps_per_epoch", "transport"]
+    __slots__ = ["num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
+    SHARED_RING_FIELD_NUMBER: _ClassVar[int]
     SHM_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -271,11 +276,12 @@ class StreamHeader(_message.Message):
     prefetch: int
     samples_per_epoch: int
     shared: bool
+    shared_ring: ShmRing
     shm: ShmRing
     start: Position
     steps_per_epoch: int
     transport: Transport
-    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ...) -> None: ...
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ...) -> None: ...
 
 class StreamRequest(_message.Message):
     __slots__ = ["ack", "open"]
