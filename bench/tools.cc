@@ -155,7 +155,15 @@ struct ConsumeFlags {
   int step_ms = 0;  // A trainer's step: sleep this long after each batch.
 };
 
+// Seconds since the epoch: comparable across the processes of one run.
+double UnixSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 int Consume(const ConsumeFlags& f) {
+  const double start_unix = UnixSeconds();
   const Clock::time_point start = Clock::now();
   const double cpu0 = CpuSeconds();
   std::unique_ptr<stoker::Client> client = stoker::Client::Connect(f.address);
@@ -213,6 +221,8 @@ int Consume(const ConsumeFlags& f) {
            ? (samples - first_samples) / (seconds - first)
            : 0.0},
       {"first_batch_seconds", first},
+      {"start_unix", start_unix},
+      {"end_unix", start_unix + seconds},
       {"cpu_seconds", cpu},
       {"transport", (*stream)->info().transport},
       {"status", ended ? "OK" : status.ToString()}};

@@ -24,10 +24,6 @@ std::string Ms(double seconds) {
   return absl::StrFormat("%.2f ms", seconds * 1e3);
 }
 
-std::string Percent(double share) {
-  return share < 0 ? std::string("-") : absl::StrFormat("%.0f%%", share * 100);
-}
-
 // Mean seconds per observation of `stage` between two snapshots.
 double MeanLatency(const v1::LabelStats* before, const v1::LabelStats& after,
                    const std::string& stage) {

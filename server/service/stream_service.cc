@@ -349,13 +349,8 @@ std::array<int64_t, 17> StreamService::Errors() const {
 }
 
 StreamService::Stats StreamService::GetStats() const {
-  const Admission::Stats a = admission_->GetStats();
   Stats s;
-  s.open_streams = a.open_streams;
-  s.bytes_reserved = a.bytes_reserved;
-  s.bytes_high_water = a.bytes_high_water;
-  s.memory_budget = a.memory_budget;
-  s.jobs = a.jobs;
+  static_cast<Admission::Stats&>(s) = admission_->GetStats();
   absl::MutexLock lock(&mu_);
   for (const auto& [key, runs] : runs_) {
     for (const auto& weak : runs) s.shared_runs += weak.expired() ? 0 : 1;

@@ -113,12 +113,8 @@ class StreamService {
   // reconnect at their position once the daemon is back.
   void Shutdown();
 
-  struct Stats {
-    uint32_t open_streams = 0;
-    uint64_t bytes_reserved = 0;
-    uint64_t bytes_high_water = 0;
-    uint64_t memory_budget = 0;
-    uint32_t jobs = 0;
+  // Admission's figures, and the shared runs alive.
+  struct Stats : Admission::Stats {
     uint32_t shared_runs = 0;
   };
   Stats GetStats() const;

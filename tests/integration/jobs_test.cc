@@ -26,15 +26,7 @@ using testing::TestServerOptions;
 using Clock = std::chrono::steady_clock;
 
 StreamOptions Options(uint32_t batch_size, uint64_t epochs = 1) {
-  StreamOptions o;
-  o.dataset = "train";
-  o.pipeline = "val";
-  o.batch_size = batch_size;
-  o.seed = 11;
-  o.epochs = epochs;
-  o.open_timeout = std::chrono::seconds(10);
-  o.reconnect_timeout = std::chrono::seconds(10);
-  return o;
+  return testing::TestStream("val", batch_size, /*seed=*/11, epochs);
 }
 
 std::unique_ptr<TestServer> Start(TestServerOptions options) {

@@ -28,16 +28,10 @@ using testing::TestServer;
 using testing::TestServerOptions;
 
 StreamOptions Options(const std::string& job, uint64_t epochs) {
-  StreamOptions o;
-  o.dataset = "train";
-  o.pipeline = "train";
-  o.batch_size = 5;
-  o.seed = 3;
-  o.epochs = epochs;
+  StreamOptions o = testing::TestStream("train", 5, /*seed=*/3, epochs);
   o.job_id = job;
   o.share = true;
   o.prefetch = 2;
-  o.open_timeout = std::chrono::seconds(10);
   return o;
 }
 
@@ -60,22 +54,57 @@ std::string MappedFile(const void* p) {
   return "";
 }
 
-// Reads all of an opened stream, sleeping `step` after each batch. With
-// `files`, notes which mapping each batch's first tensor was read from.
-Consumed ReadAll(Stream& stream, std::chrono::milliseconds step,
-                 std::vector<std::string>* files = nullptr) {
-  Consumed out;
-  Batch batch;
-  while ((out.status = stream.Next(&batch)).ok()) {
-    if (files != nullptr) files->push_back(MappedFile(batch.tensors()[0].data));
-    out.ids.insert(out.ids.end(), batch.sample_ids().begin(),
-                   batch.sample_ids().end());
-    out.batches.push_back(BatchBytes(batch));
-    out.positions.emplace_back(batch.epoch(), batch.step());
-    out.shared.push_back(batch.shared());
-    std::this_thread::sleep_for(step);
+// A consumer: what it asks for, and how long it sleeps after each batch.
+struct Reader {
+  StreamOptions options;
+  std::chrono::milliseconds step{0};
+};
+
+// What one consumer read.
+struct Read {
+  bool shared = false;  // The stream joined a shared run.
+  Consumed got;
+  std::vector<std::string> files;  // Mapping of each batch's first tensor.
+  std::chrono::duration<double> took{};
+};
+
+// Opens a stream for each reader, all before the first read, then reads
+// them all at once, each on its own thread, to the end.
+std::vector<Read> ReadTogether(const std::string& target,
+                               const std::vector<Reader>& readers) {
+  auto client = Client::Connect(target);
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<Read> out(readers.size());
+  for (size_t i = 0; i < readers.size(); ++i) {
+    auto stream = client->OpenStream(readers[i].options);
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    if (!stream.ok()) return {};
+    out[i].shared = (*stream)->info().shared;
+    streams.push_back(*std::move(stream));
   }
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < readers.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const auto start = std::chrono::steady_clock::now();
+      Consumed& got = out[i].got;
+      Batch batch;
+      while ((got.status = streams[i]->Next(&batch)).ok()) {
+        out[i].files.push_back(MappedFile(batch.tensors()[0].data));
+        got.ids.insert(got.ids.end(), batch.sample_ids().begin(),
+                       batch.sample_ids().end());
+        got.batches.push_back(BatchBytes(batch));
+        got.shared.push_back(batch.shared());
+        std::this_thread::sleep_for(readers[i].step);
+      }
+      out[i].took = std::chrono::steady_clock::now() - start;
+    });
+  }
+  for (std::thread& t : threads) t.join();
   return out;
+}
+
+int64_t CountShared(const Consumed& c) {
+  return std::count(c.shared.begin(), c.shared.end(), true);
 }
 
 std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
@@ -110,17 +139,12 @@ TEST(SharingTest, TwoSharedJobsReceiveIdenticalBytesBuiltOnce) {
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
   EXPECT_EQ(decoded(), 100u);  // 50 samples x 2 epochs.
 
-  auto client = Client::Connect((*server)->target());
-  auto a = client->OpenStream(Options("sweep-a", 2));
-  auto b = client->OpenStream(Options("sweep-b", 2));
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE((*a)->info().shared);
-  EXPECT_TRUE((*b)->info().shared);
-  Consumed got_a, got_b;
-  std::thread ta([&] { got_a = ReadAll(**a, std::chrono::milliseconds(0)); });
-  std::thread tb([&] { got_b = ReadAll(**b, std::chrono::milliseconds(0)); });
-  ta.join();
-  tb.join();
+  std::vector<Read> read = ReadTogether(
+      (*server)->target(), {{Options("sweep-a", 2)}, {Options("sweep-b", 2)}});
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_TRUE(read[0].shared && read[1].shared);
+  const Consumed& got_a = read[0].got;
+  const Consumed& got_b = read[1].got;
   ASSERT_TRUE(absl::IsOutOfRange(got_a.status)) << got_a.status;
   ASSERT_TRUE(absl::IsOutOfRange(got_b.status)) << got_b.status;
   EXPECT_EQ(got_a.batches, reference.batches);
@@ -131,17 +155,14 @@ TEST(SharingTest, TwoSharedJobsReceiveIdenticalBytesBuiltOnce) {
   // A batch counts as shared when another stream also gets it. The second
   // stream got every batch after the first; the first got a few before the
   // second joined.
-  const auto count = [](const std::vector<bool>& v) {
-    return std::count(v.begin(), v.end(), true);
-  };
-  EXPECT_EQ(count(got_b.shared), 20);
-  EXPECT_GE(count(got_a.shared), 10);
+  EXPECT_EQ(CountShared(got_b), 20);
+  EXPECT_GE(CountShared(got_a), 10);
   // The metrics count the shared batches per label set.
   int64_t shared = 0;
   for (const auto& label : (*server)->server()->Stats().labels) {
     shared += label.shared_batches;
   }
-  EXPECT_EQ(shared, count(got_a.shared) + count(got_b.shared));
+  EXPECT_EQ(shared, CountShared(got_a) + CountShared(got_b));
 }
 
 TEST(SharingTest, ShmConsumersReadTheRunsBatchesInPlace) {
@@ -152,35 +173,24 @@ TEST(SharingTest, ShmConsumersReadTheRunsBatchesInPlace) {
   Consumed reference = Consume((*server)->target(), alone);
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
 
-  auto client = Client::Connect((*server)->target());
-  StreamOptions o = Options("in-place-a", 2);
-  o.transport = "shm";
-  o.hold = 2;
-  auto a = client->OpenStream(o);
-  o.job_id = "in-place-b";
-  auto b = client->OpenStream(o);
-  ASSERT_TRUE(a.ok() && b.ok());
-  Consumed got_a, got_b;
-  std::vector<std::string> files_a, files_b;
-  std::thread ta(
-      [&] { got_a = ReadAll(**a, std::chrono::milliseconds(0), &files_a); });
-  std::thread tb(
-      [&] { got_b = ReadAll(**b, std::chrono::milliseconds(0), &files_b); });
-  ta.join();
-  tb.join();
-  ASSERT_TRUE(absl::IsOutOfRange(got_a.status)) << got_a.status;
-  ASSERT_TRUE(absl::IsOutOfRange(got_b.status)) << got_b.status;
-  EXPECT_EQ(got_a.batches, reference.batches);
-  EXPECT_EQ(got_b.batches, reference.batches);
+  StreamOptions a = Options("in-place-a", 2);
+  a.transport = "shm";
+  a.hold = 2;
+  StreamOptions b = a;
+  b.job_id = "in-place-b";
+  std::vector<Read> read = ReadTogether((*server)->target(), {{a}, {b}});
+  ASSERT_EQ(read.size(), 2u);
   // Each consumer read the run's own ring, where the batch was built, with
   // no copy; only its last window of batches (prefetch 2 + hold 2), which
   // it may hold after the stream ends, were copied into its own ring.
-  for (const std::vector<std::string>* files : {&files_a, &files_b}) {
-    ASSERT_EQ(files->size(), 20u);
-    for (size_t i = 0; i < files->size(); ++i) {
+  for (const Read& r : read) {
+    ASSERT_TRUE(absl::IsOutOfRange(r.got.status)) << r.got.status;
+    EXPECT_EQ(r.got.batches, reference.batches);
+    ASSERT_EQ(r.files.size(), 20u);
+    for (size_t i = 0; i < r.files.size(); ++i) {
       const char* want =
           i < 16 ? "/memfd:stoker-shared-run" : "/memfd:stoker-ring";
-      EXPECT_THAT((*files)[i], ::testing::StartsWith(want)) << "batch " << i;
+      EXPECT_THAT(r.files[i], ::testing::StartsWith(want)) << "batch " << i;
     }
   }
 }
@@ -197,27 +207,14 @@ TEST_P(SharingLagTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
   Consumed reference = Consume((*server)->target(), alone);
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
 
-  auto client = Client::Connect((*server)->target());
-  StreamOptions fast_options = Options("fast", 3);
-  StreamOptions slow_options = Options("slow", 3);
-  fast_options.transport = slow_options.transport = GetParam();
-  auto fast = client->OpenStream(fast_options);
-  auto slow = client->OpenStream(slow_options);
-  ASSERT_TRUE(fast.ok() && slow.ok());
-  Consumed got_fast, got_slow;
-  std::chrono::duration<double> fast_took{}, slow_took{};
-  std::thread tf([&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    got_fast = ReadAll(**fast, std::chrono::milliseconds(0));
-    fast_took = std::chrono::steady_clock::now() - t0;
-  });
-  std::thread ts([&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    got_slow = ReadAll(**slow, std::chrono::milliseconds(40));
-    slow_took = std::chrono::steady_clock::now() - t0;
-  });
-  tf.join();
-  ts.join();
+  StreamOptions fast = Options("fast", 3);
+  StreamOptions slow = Options("slow", 3);
+  fast.transport = slow.transport = GetParam();
+  std::vector<Read> read = ReadTogether(
+      (*server)->target(), {{fast}, {slow, std::chrono::milliseconds(40)}});
+  ASSERT_EQ(read.size(), 2u);
+  const Consumed& got_fast = read[0].got;
+  const Consumed& got_slow = read[1].got;
   ASSERT_TRUE(absl::IsOutOfRange(got_fast.status)) << got_fast.status;
   ASSERT_TRUE(absl::IsOutOfRange(got_slow.status)) << got_slow.status;
   // Same bytes as alone, every sample of each epoch exactly once.
@@ -228,7 +225,7 @@ TEST_P(SharingLagTest, ALaggingConsumerIsDetachedAndBothCoverTheirEpochs) {
   // and the fast one did not wait for it.
   ASSERT_FALSE(got_slow.shared.empty());
   EXPECT_FALSE(got_slow.shared.back());
-  EXPECT_LT(fast_took.count(), slow_took.count() / 2);
+  EXPECT_LT(read[0].took.count(), read[1].took.count() / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, SharingLagTest,
@@ -237,41 +234,30 @@ INSTANTIATE_TEST_SUITE_P(Transports, SharingLagTest,
 TEST(SharingTest, StreamsOverShmAndGrpcShareOneRun) {
   auto server = TestServer::Start(TestServerOptions{});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Client::Connect((*server)->target());
   // The grpc stream opens the run; the shm one has a larger window (its
   // held batch on top of prefetch) and joins it all the same.
-  auto a = client->OpenStream(Options("over-grpc", 1));
   StreamOptions shm = Options("over-shm", 1);
   shm.transport = "shm";
   shm.hold = 2;
-  auto b = client->OpenStream(shm);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE((*a)->info().shared);
-  EXPECT_TRUE((*b)->info().shared);
-  Consumed got_a, got_b;
-  std::thread ta([&] { got_a = ReadAll(**a, std::chrono::milliseconds(0)); });
-  std::thread tb([&] { got_b = ReadAll(**b, std::chrono::milliseconds(0)); });
-  ta.join();
-  tb.join();
-  EXPECT_EQ(got_a.batches, got_b.batches);
-  EXPECT_EQ(std::count(got_b.shared.begin(), got_b.shared.end(), true), 10);
+  std::vector<Read> read =
+      ReadTogether((*server)->target(), {{Options("over-grpc", 1)}, {shm}});
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_TRUE(read[0].shared && read[1].shared);
+  EXPECT_EQ(read[0].got.batches, read[1].got.batches);
+  EXPECT_EQ(CountShared(read[1].got), 10);
 }
 
 TEST(SharingTest, StreamsOfDifferentPlansDoNotShare) {
   auto server = TestServer::Start(TestServerOptions{});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Client::Connect((*server)->target());
-  StreamOptions one = Options("p1", 1);
   StreamOptions two = Options("p2", 1);
   two.seed = 4;
-  auto a = client->OpenStream(one);
-  auto b = client->OpenStream(two);
-  ASSERT_TRUE(a.ok() && b.ok());
-  Consumed got_a = ReadAll(**a, std::chrono::milliseconds(0));
-  Consumed got_b = ReadAll(**b, std::chrono::milliseconds(0));
-  EXPECT_NE(got_a.batches, got_b.batches);
-  for (bool s : got_a.shared) EXPECT_FALSE(s);
-  for (bool s : got_b.shared) EXPECT_FALSE(s);
+  std::vector<Read> read =
+      ReadTogether((*server)->target(), {{Options("p1", 1)}, {two}});
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_NE(read[0].got.batches, read[1].got.batches);
+  EXPECT_EQ(CountShared(read[0].got), 0);
+  EXPECT_EQ(CountShared(read[1].got), 0);
 }
 
 }  // namespace

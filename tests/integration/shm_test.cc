@@ -20,14 +20,8 @@ using testing::TestServer;
 using testing::TestServerOptions;
 
 StreamOptions Options(const std::string& transport) {
-  StreamOptions o;
-  o.dataset = "train";
-  o.pipeline = "train";
-  o.batch_size = 8;
-  o.seed = 3;
-  o.epochs = 2;
+  StreamOptions o = testing::TestStream("train", 8, /*seed=*/3, /*epochs=*/2);
   o.transport = transport;
-  o.open_timeout = std::chrono::seconds(10);
   return o;
 }
 
@@ -48,15 +42,7 @@ int OpenFds() {
   return n;
 }
 
-class ShmTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto server = TestServer::Start(TestServerOptions{});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-  std::unique_ptr<TestServer> server_;
-};
+using ShmTest = testing::TestServerTest;
 
 TEST_F(ShmTest, ShmBatchesAreByteIdenticalToGrpcBatches) {
   std::string used_grpc, used_shm;

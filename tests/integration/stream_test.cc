@@ -22,15 +22,7 @@ using testing::TestServer;
 using testing::TestServerOptions;
 
 StreamOptions Options(uint32_t batch_size, uint64_t epochs = 1) {
-  StreamOptions o;
-  o.dataset = "train";
-  o.pipeline = "train";
-  o.batch_size = batch_size;
-  o.seed = 7;
-  o.epochs = epochs;
-  o.open_timeout = std::chrono::seconds(10);
-  o.reconnect_timeout = std::chrono::seconds(10);
-  return o;
+  return testing::TestStream("train", batch_size, /*seed=*/7, epochs);
 }
 
 std::vector<uint64_t> Iota(uint64_t n) {
@@ -39,15 +31,7 @@ std::vector<uint64_t> Iota(uint64_t n) {
   return v;
 }
 
-class StreamTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto server = TestServer::Start(TestServerOptions{});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-  std::unique_ptr<TestServer> server_;
-};
+using StreamTest = testing::TestServerTest;
 
 TEST_F(StreamTest, OneEpochDeliversEverySampleExactlyOnce) {
   Consumed c = Consume(server_->target(), Options(8));

@@ -1,5 +1,7 @@
 #include "tests/testing/consume.h"
 
+#include <chrono>
+
 namespace stoker::testing {
 
 std::string BatchBytes(const Batch& batch) {
@@ -8,6 +10,19 @@ std::string BatchBytes(const Batch& batch) {
     bytes.append(reinterpret_cast<const char*>(t.data), t.size);
   }
   return bytes;
+}
+
+StreamOptions TestStream(const std::string& pipeline, uint32_t batch_size,
+                         uint64_t seed, uint64_t epochs) {
+  StreamOptions o;
+  o.dataset = "train";
+  o.pipeline = pipeline;
+  o.batch_size = batch_size;
+  o.seed = seed;
+  o.epochs = epochs;
+  o.open_timeout = std::chrono::seconds(10);
+  o.reconnect_timeout = std::chrono::seconds(10);
+  return o;
 }
 
 Consumed Consume(const std::string& target, const StreamOptions& options,

@@ -24,6 +24,11 @@ struct Consumed {
   absl::Status status;    // Of the open, or of the last Next().
 };
 
+// A stream of a TestServer's dataset through `pipeline`, with open and
+// reconnect timeouts that a loaded machine meets.
+StreamOptions TestStream(const std::string& pipeline, uint32_t batch_size,
+                         uint64_t seed, uint64_t epochs = 1);
+
 // Opens a stream at `target` and reads `max_batches` batches (0: all).
 Consumed Consume(const std::string& target, const StreamOptions& options,
                  size_t max_batches = 0);

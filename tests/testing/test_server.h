@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 #include "server/server_lib.h"
 #include "tests/testing/dataset_fixture.h"
 
@@ -50,6 +51,17 @@ class TestServer {
   std::string config_path_;
   std::string target_;
   std::unique_ptr<StokerServer> server_;
+};
+
+// A fixture whose tests each get a TestServer of the default options.
+class TestServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = TestServer::Start(TestServerOptions{});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  std::unique_ptr<TestServer> server_;
 };
 
 // The YAML of a test daemon config serving `dataset_dir` on `socket`.
