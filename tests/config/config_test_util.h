@@ -13,7 +13,10 @@
 #include <system_error>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "server/config/config_loader.h"
 #include "server/config/options.h"
 
 namespace stoker::config::testing {
@@ -67,6 +70,23 @@ inline std::string ErrorOf(const absl::StatusOr<ServerOptions>& result) {
       << result.status();
   return std::string(result.status().message());
 }
+
+// For configs that must fail: Error(yaml) loads `yaml` as "stoker.yaml",
+// with $D replaced by an existing dataset directory, and returns the error.
+// Lines in the tests count from the line after R"( because every literal
+// starts with a newline.
+class ConfigErrorTest : public ::testing::Test {
+ protected:
+  ConfigErrorTest() { dir_.MakeDir("d"); }
+
+  std::string Error(absl::string_view yaml) {
+    const std::string text =
+        absl::StrReplaceAll(yaml, {{"$D", (dir_.path() / "d").string()}});
+    return ErrorOf(LoadConfigString(text, "stoker.yaml"));
+  }
+
+  TempDir dir_;
+};
 
 }  // namespace stoker::config::testing
 

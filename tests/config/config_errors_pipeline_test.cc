@@ -1,0 +1,249 @@
+// Invalid configs, their pipelines: unknown ops, bad arguments, steps out of
+// order. Each is rejected with InvalidArgument and a message
+// "stoker.yaml:LINE:COL: what was wrong; what was expected".
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/config/config_test_util.h"
+
+namespace stoker::config {
+namespace {
+
+using ::stoker::config::testing::ConfigErrorTest;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+TEST_F(ConfigErrorTest, UnknownOpInPipelineListsTheKnownOps) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+  - decode_jpeg: {}
+  - random_crop: {size: 224}
+)"),
+              AllOf(StartsWith("stoker.yaml:7:5: unknown op 'random_crop' in "
+                               "pipeline 'train'; expected one of: "),
+                    HasSubstr("center_crop"), HasSubstr("decode_jpeg"),
+                    HasSubstr("random_resized_crop")));
+}
+
+TEST_F(ConfigErrorTest, MisspelledOpSuggestsTheClosest) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpg
+)"),
+              StartsWith("stoker.yaml:6:7: unknown op 'decode_jpg' in pipeline "
+                         "'train' (did you mean 'decode_jpeg'?); expected "
+                         "one of: "));
+}
+
+TEST_F(ConfigErrorTest, ScalarWhereListExpectedIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - normalize: {mean: 0.5, std: [0.2, 0.2, 0.2]}
+)"),
+            "stoker.yaml:7:25: argument 'mean' of op 'normalize' in pipeline "
+            "'train': expected a list of numbers like [0.5, 0.5, 0.5], got "
+            "'0.5'");
+}
+
+TEST_F(ConfigErrorTest, NonNumberInFloatListPointsAtTheElement) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - normalize:
+        mean: [0.5, 0.5, 0.5]
+        std: [0.2, x, 0.2]
+)"),
+            "stoker.yaml:8:20: argument 'std' of op 'normalize' in pipeline "
+            "'train': expected a list of numbers like [0.5, 0.5, 0.5], got "
+            "'x'");
+}
+
+TEST_F(ConfigErrorTest, TextWhereIntegerExpectedIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - resize: {size: big}
+)"),
+            "stoker.yaml:6:22: argument 'size' of op 'resize' in pipeline "
+            "'train': expected an integer or a pair [height, width], got "
+            "'big'");
+}
+
+TEST_F(ConfigErrorTest, FloatWhereIntegerExpectedIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - center_crop: {size: [224, 22.5]}
+)"),
+            "stoker.yaml:6:33: argument 'size' of op 'center_crop' in "
+            "pipeline 'train': expected an integer or a pair [height, width], "
+            "got '22.5'");
+}
+
+TEST_F(ConfigErrorTest, PairWithThreeElementsIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - resize: {size: [1, 2, 3]}
+)"),
+            "stoker.yaml:6:22: argument 'size' of op 'resize' in pipeline "
+            "'train': expected an integer or a pair [height, width], got a "
+            "list of 3");
+}
+
+TEST_F(ConfigErrorTest, MapWhereStringExpectedIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - layout: {value: chw}
+    - normalize: {mean: [0], std: [1], dtype: {x: 1}}
+)"),
+            "stoker.yaml:7:47: argument 'dtype' of op 'normalize' in pipeline "
+            "'train': expected a string, got a map");
+}
+
+TEST_F(ConfigErrorTest, MissingRequiredArgumentIsRejectedAtTheOp) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - resize: {}
+)"),
+            "stoker.yaml:7:7: op 'resize' in pipeline 'train' is missing "
+            "required argument 'size'; expected an integer or a pair "
+            "[height, width]");
+}
+
+TEST_F(ConfigErrorTest, UnknownArgumentSuggestsTheClosest) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - center_crop: {size: 224, szie: 3}
+)"),
+              StartsWith("stoker.yaml:6:32: unknown key 'szie' in arguments "
+                         "of op 'center_crop' in pipeline 'train' (did you "
+                         "mean 'size'?); expected one of: "));
+}
+
+TEST_F(ConfigErrorTest, ArgumentToOpWithoutArgumentsIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg: {fast: true}
+)"),
+            "stoker.yaml:6:21: unknown key 'fast' in arguments of op "
+            "'decode_jpeg' in pipeline 'train'; expected no keys");
+}
+
+TEST_F(ConfigErrorTest, ScalarValueForOpWithoutScalarArgumentIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - resize: 224
+)"),
+            "stoker.yaml:6:15: op 'resize' in pipeline 'train' is given '224'; "
+            "expected a map of arguments like {size: ...}");
+}
+
+TEST_F(ConfigErrorTest, StepWithArgumentsAtTheWrongIndentIsExplained) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - random_resized_crop:
+      size: 224
+)"),
+            "stoker.yaml:6:7: a step of pipeline 'train' has 2 keys "
+            "(random_resized_crop, size); expected one key, the op name, with "
+            "its arguments in a map under it");
+}
+
+TEST_F(ConfigErrorTest, PipelineThatIsNotAListIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train: {decode_jpeg: {}}
+)"),
+            "stoker.yaml:5:10: pipeline 'train' is a map; expected a list of "
+            "ops like [decode_jpeg, center_crop: {size: 224}]");
+}
+
+TEST_F(ConfigErrorTest, PipelineWithoutOpsIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train: []
+)"),
+            "stoker.yaml:5:10: pipeline 'train' has no ops; expected at least "
+            "one");
+}
+
+TEST_F(ConfigErrorTest, PipelineRejectedByCreateIsPrefixedWithItsLine) {
+  // Types are right, so the registry check passes; a negative size is for
+  // the op itself to refuse.
+  const std::string message = Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - center_crop: {size: 8}
+  val:
+    - decode_jpeg
+    - resize: {size: -1}
+)");
+  EXPECT_THAT(message, StartsWith("stoker.yaml:8:3: pipeline 'val'"));
+  EXPECT_THAT(message, HasSubstr("resize"));
+  EXPECT_THAT(message, Not(HasSubstr("pipeline 'val': pipeline 'val'")));
+  EXPECT_THAT(message, Not(HasSubstr("\n")));
+}
+
+TEST_F(ConfigErrorTest, PipelineWithOpsOutOfOrderIsRejectedByCreate) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - center_crop: {size: 8}
+    - decode_jpeg
+)"),
+              StartsWith("stoker.yaml:5:3: pipeline 'train'"));
+}
+
+}  // namespace
+}  // namespace stoker::config
