@@ -1,5 +1,8 @@
 #include "server/service/catalog.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,6 +44,27 @@ absl::StatusOr<const pipeline::Pipeline*> Catalog::FindPipeline(
                                             Names(pipelines_)));
   }
   return it->second.get();
+}
+
+std::vector<pipeline::TensorSpec> Catalog::OutputsOf(
+    const pipeline::Pipeline& pipeline) const {
+  std::optional<std::vector<pipeline::TensorSpec>> agreed;
+  for (const auto& [name, ds] : datasets_) {
+    auto bound = pipeline.Bind(InputSchema(ds->manifest()));
+    if (!bound.ok()) continue;
+    const std::vector<pipeline::TensorSpec>& outputs = (*bound)->outputs();
+    const auto same = [](const std::vector<pipeline::TensorSpec>& a,
+                         const std::vector<pipeline::TensorSpec>& b) {
+      return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                        [](const auto& x, const auto& y) {
+                          return x.name == y.name && x.dtype == y.dtype &&
+                                 x.shape == y.shape;
+                        });
+    };
+    if (agreed.has_value() && !same(*agreed, outputs)) return {};
+    agreed = outputs;
+  }
+  return agreed.value_or(std::vector<pipeline::TensorSpec>{});
 }
 
 std::vector<pipeline::InputField> InputSchema(const dataset::Manifest& m) {

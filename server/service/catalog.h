@@ -37,6 +37,12 @@ class Catalog {
     return pipelines_;
   }
 
+  // The per-sample outputs of `pipeline` on the datasets it can run on, if
+  // it runs on at least one and they all agree; else empty (the outputs
+  // then depend on the dataset, and a stream's header says them).
+  std::vector<pipeline::TensorSpec> OutputsOf(
+      const pipeline::Pipeline& pipeline) const;
+
  private:
   const std::map<std::string, std::unique_ptr<dataset::Dataset>> datasets_;
   const std::map<std::string, std::unique_ptr<pipeline::Pipeline>> pipelines_;

@@ -200,6 +200,12 @@ def test_lists_datasets_and_pipelines(client_daemon):
     pipelines = {p.name: p for p in client.pipelines()}
     assert set(pipelines) == {"train", "half", "bytes"}
     assert pipelines["train"].ops[:2] == ("decode_jpeg", "random_resized_crop")
+    # The outputs on the daemon's one dataset, as a stream's header has them.
+    half = {o.name: o for o in pipelines["half"].outputs}
+    assert half["image"].dtype == np.float16
+    assert half["image"].shape == (20, 20, 3)
+    with client.stream("train", "half", batch_size=2) as s:
+        assert pipelines["half"].outputs == s.info.outputs
 
 
 def test_close_ends_iteration(client_daemon):

@@ -29,10 +29,14 @@ grpc::ServerUnaryReactor* GrpcService::ListDatasets(
 grpc::ServerUnaryReactor* GrpcService::ListPipelines(
     grpc::CallbackServerContext* context, const v1::ListPipelinesRequest*,
     v1::ListPipelinesResponse* response) {
-  for (const auto& [name, p] : service_->catalog()->pipelines()) {
+  const auto catalog = service_->catalog();
+  for (const auto& [name, p] : catalog->pipelines()) {
     v1::PipelineInfo* info = response->add_pipelines();
     info->set_name(name);
     for (const std::string& op : p->op_names()) info->add_ops(op);
+    for (const pipeline::TensorSpec& t : catalog->OutputsOf(*p)) {
+      ToProto(t, info->add_outputs());
+    }
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
