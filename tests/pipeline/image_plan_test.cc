@@ -151,6 +151,8 @@ std::vector<View> TestViews() {
       MakeView(51, 33, 180, 130, 100, 100, true),  // Flipped, scale 5.
       MakeView(150, 100, 150, 100, 75, 50),        // Touches right/bottom.
       MakeView(3, 77, 297, 61, 99, 30),            // Wide, odd offsets.
+      MakeView(0, 20, 300, 120, 100, 100),         // Box 3:1 across.
+      MakeView(20, 0, 60, 200, 50, 50, true),      // Box 1:4 down, flipped.
   };
 }
 
@@ -214,6 +216,33 @@ TEST(RenderImageTest, NormalizedChwIsTheUint8RenderNormalized) {
       }
     }
   }
+}
+
+// Columns alternating black and white, shrunk 2x across only (the DCT
+// scale has to stay at 8/8 for the rows): the box average makes them an
+// even grey, where a bilinear resize alone would sample mostly one phase
+// of the stripes and keep a strong pattern (aliasing).
+TEST(RenderImageTest, AveragesAnAxisThatShrinksTwiceOrMore) {
+  std::vector<uint8_t> stripes(240 * 320 * 3, 0);
+  for (size_t i = 0; i < stripes.size(); i += 6) {
+    stripes[i] = stripes[i + 1] = stripes[i + 2] = 255;
+  }
+  tjhandle handle = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(handle, stripes.data(), 320, 0, 240, TJPF_RGB, &out,
+                        &size, TJSAMP_444, 100, 0),
+            0);
+  const std::string jpeg(reinterpret_cast<char*>(out), size);
+  tjFree(out);
+  tjDestroy(handle);
+  const View view = MakeView(0, 0, 320, 240, 150, 230);
+  ASSERT_EQ(PlanRender(320, 240, view).scale, 8);
+  const cv::Mat fused = Fused(jpeg, view);
+  cv::Scalar mean, stddev;
+  cv::meanStdDev(fused.reshape(1), mean, stddev);
+  EXPECT_NEAR(mean[0], 127.5, 8);
+  EXPECT_LT(stddev[0], 12);
 }
 
 TEST(RenderImageTest, CatchesAWindowOffByOneBlock) {
