@@ -159,12 +159,13 @@ std::vector<Image> TestImages() {
 // covering each DCT scale and both filters.
 std::vector<View> TestViews() {
   return {
-      MakeView(0, 0, 300, 200, 224, 160),          // Whole-ish, scale 6.
-      MakeView(37, 21, 250, 170, 64, 48),          // Scale 3 or 2.
+      MakeView(0, 0, 300, 200, 224, 160),          // Whole-ish, scale 8.
+      MakeView(37, 21, 250, 170, 64, 48),          // Scale 4.
+      MakeView(7, 5, 290, 190, 60, 40),            // Scale 2.
       MakeView(100, 50, 160, 120, 160, 120),       // Same size, scale 8.
       MakeView(13, 9, 200, 150, 20, 15),           // Tiny output, scale 1.
       MakeView(10, 10, 50, 40, 224, 224),          // Upscale.
-      MakeView(51, 33, 180, 130, 100, 100, true),  // Flipped, scale 5.
+      MakeView(51, 33, 180, 130, 100, 100, true),  // Flipped, scale 8.
       MakeView(150, 100, 150, 100, 75, 50),        // Touches right/bottom.
       MakeView(3, 77, 297, 61, 99, 30),            // Wide, odd offsets.
       MakeView(0, 20, 300, 120, 100, 100),         // Box 3:1 across.
