@@ -4,11 +4,12 @@
 // pixels plus an output size and a flip flag. Once every op has run,
 // RenderImage executes the view in one pass: it decodes only the JPEG
 // blocks under the rectangle, at the smallest DCT scale M/8 (M in 1, 2, 4,
-// 8) that still has at least as many pixels as the output, resizes that
-// window to the output size with OpenCV, and converts it (flip, dtype,
-// layout) straight into the destination. Besides the destination, the only
-// buffers are the decoded window and, when the output is not plain uint8
-// HWC, the resized image.
+// 8) that still has at least as many pixels as the output, box-averages an
+// axis that would still shrink 2x or more (BoxReduce), resizes that window
+// to the output size with OpenCV's INTER_LINEAR, and converts it (flip,
+// dtype, layout) straight into the destination. Besides the destination,
+// the only buffers are the decoded window, the box-averaged one where
+// needed and, when the output is not plain uint8 HWC, the resized image.
 //
 // Precision: the rectangle is placed in the scaled image to the nearest
 // scaled pixel, so its edges may move by up to half a scaled pixel, which is
