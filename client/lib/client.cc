@@ -128,11 +128,18 @@ struct Batch::Message {
   }
 };
 
-// One RPC of a stream. After the header, a reader thread takes messages off
-// the wire as they arrive, so a transfer overlaps the caller's work between
-// Next() calls instead of starting when Next() is called. The queue needs no
-// bound of its own: the daemon never has more than the stream's window of
-// batches unacknowledged.
+// One RPC of a stream.
+//
+// Over grpc a reader thread takes messages off the wire as they arrive, so
+// the transfer of a large batch overlaps the caller's work between Next()
+// calls instead of starting when Next() is called. The queue needs no bound
+// of its own: the daemon never has more than the stream's window of batches
+// unacknowledged.
+//
+// Over shm a message is a few hundred bytes of slot and layout, so there is
+// nothing to overlap: Next() reads it on the caller's thread. That saves a
+// thread wakeup and a hand-over per batch, which are most of what a batch
+// costs the trainer (the bytes themselves are already in the mapped ring).
 struct Stream::Call {
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>>
@@ -140,11 +147,12 @@ struct Stream::Call {
   std::shared_ptr<ShmMapping> shm;
   bool finished = false;  // Finish() was called; touched by the owner only.
 
-  std::thread reader;
+  std::thread reader;  // Only when StartReader() was called.
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::unique_ptr<Batch::Message>> ready;  // Guarded by mu.
-  bool read_done = false;                             // Guarded by mu.
+  // Guarded by mu while the reader thread runs; else the owner's.
+  bool read_done = false;
 
   void StartReader() {
     reader = std::thread([this] {
@@ -163,8 +171,16 @@ struct Stream::Call {
     });
   }
 
-  // The next message, or null once the stream has no more.
+  // The next message, or null once the stream has no more: from the reader
+  // thread's queue if there is one, else read here.
   std::unique_ptr<Batch::Message> Pop() {
+    if (!reader.joinable()) {
+      if (read_done) return nullptr;
+      auto message = std::make_unique<Batch::Message>();
+      if (rw->Read(&message->response)) return message;
+      read_done = true;
+      return nullptr;
+    }
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [this] { return !ready.empty() || read_done; });
     if (ready.empty()) return nullptr;
@@ -469,8 +485,9 @@ absl::Status Stream::OpenWith(int transport_number,
       return mapping.status();
     }
     call_->shm = *std::move(mapping);
+  } else {
+    call_->StartReader();
   }
-  call_->StartReader();
   last_return_ = Clock::now();
   return absl::OkStatus();
 }
