@@ -20,7 +20,6 @@ position, so the user sees every batch once, in order. After
 """
 import gc
 import numbers
-import queue
 import time
 import weakref
 from collections import namedtuple
@@ -265,32 +264,33 @@ class Stream:
     HELD_TIMEOUT = 1.0
 
     def _read(self, call):
-        """call.read(); over shm, ResourceExhausted when every slot of the
-        ring is held by unreleased batches, so that none can arrive."""
+        """call.read(); over shm, first ResourceExhausted when every slot of
+        the ring is held by unreleased batches for HELD_TIMEOUT seconds, so
+        that none can arrive. While a slot is not held the daemon can fill
+        it, so the read that follows does not wait forever."""
         transport = self._transport
-        if not transport.ack_on_release:
-            return call.read()
-        full_since = None
+        if transport.ack_on_release:
+            self._wait_for_a_free_slot(transport.slots)
+        return call.read()
+
+    def _wait_for_a_free_slot(self, slots):
+        self._held = [f for f in self._held if f.alive]
+        if len(self._held) < slots:
+            return
+        gc.collect()  # Batches kept alive only by a cycle.
+        deadline = time.monotonic() + self.HELD_TIMEOUT
         while True:
-            try:
-                return call.read(timeout=0.05)
-            except queue.Empty:
-                pass
             self._held = [f for f in self._held if f.alive]
-            if len(self._held) < transport.slots:
-                full_since = None
-                continue
-            now = time.monotonic()
-            if full_since is None:
-                full_since = now
-                gc.collect()  # Batches kept alive only by a cycle.
-            elif now - full_since > self.HELD_TIMEOUT:
+            if len(self._held) < slots or self._closed:
+                return
+            if time.monotonic() > deadline:
                 raise errors.ResourceExhausted(
-                    f"all {transport.slots} slots of the shm ring are held "
-                    f"by unreleased batches, so the daemon can send no "
-                    f"more: release() batches (or drop them) or copy what "
-                    f"you keep, open the stream with a larger hold, or use "
+                    f"all {slots} slots of the shm ring are held by "
+                    f"unreleased batches, so the daemon can send no more: "
+                    f"release() batches (or drop them) or copy what you "
+                    f"keep, open the stream with a larger hold, or use "
                     f"transport 'grpc'")
+            time.sleep(0.01)  # Another thread may release one.
 
     def _deliver(self, call, response, asked):
         b = response.batch
@@ -421,7 +421,8 @@ class Stream:
     def _open_with(self, transport, deadline):
         self._client.wait_ready(deadline)
         call = Call(self._client,
-                    self._request.to_proto(self._position, transport))
+                    self._request.to_proto(self._position, transport),
+                    read_ahead=transport.read_ahead)
         try:
             response = call.read()
         except StopIteration:
