@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <condition_variable>
@@ -108,7 +109,9 @@ struct ShmMapping {
 struct ReleaseQueue {
   std::mutex mu;
   uint64_t generation = 0;
-  std::vector<v1::StreamRequest> acks;
+  std::vector<v1::Ack> acks;
+  // Batches of this generation handed out and not yet released.
+  uint32_t held = 0;
 };
 
 struct Batch::Message {
@@ -117,13 +120,14 @@ struct Batch::Message {
   std::shared_ptr<ShmMapping> shm;
   std::shared_ptr<ReleaseQueue> release;
   uint64_t generation = 0;
-  v1::StreamRequest ack;
+  v1::Ack ack;
 
   ~Message() {
     if (release == nullptr) return;
     std::lock_guard<std::mutex> lock(release->mu);
     if (release->generation == generation) {
       release->acks.push_back(std::move(ack));
+      --release->held;
     }
   }
 };
@@ -471,12 +475,14 @@ absl::Status Stream::OpenWith(int transport_number,
   info_.samples_per_epoch = h.samples_per_epoch();
   info_.prefetch = h.prefetch();
   info_.shared = h.shared();
+  ack_list_ = h.ack_list();
   info_.transport = TransportName(h.transport());
   {
     // Batches of an earlier connection must not ack into this one.
     std::lock_guard<std::mutex> lock(release_->mu);
     ++release_->generation;
     release_->acks.clear();
+    release_->held = 0;
   }
   if (h.has_shm()) {
     auto mapping = MapShmRing(h.shm());
@@ -516,12 +522,30 @@ absl::Status Stream::Reconnect(const absl::Status& cause) {
 }
 
 void Stream::FlushReleased() {
-  std::vector<v1::StreamRequest> acks;
+  std::vector<v1::Ack> acks;
   {
     std::lock_guard<std::mutex> lock(release_->mu);
+    // Where the daemon takes AckLists, a lone ack waits for the next one
+    // (a message less per batch) unless the daemon would then have fewer
+    // than `prefetch` slots to fill: the ring has prefetch + hold slots.
+    const size_t pending = release_->acks.size();
+    if (ack_list_ && pending < 2 &&
+        release_->held + pending <= std::max<uint32_t>(1, options_.hold)) {
+      return;
+    }
     acks.swap(release_->acks);
   }
-  for (const v1::StreamRequest& ack : acks) call_->rw->Write(ack);
+  if (acks.empty()) return;
+  v1::StreamRequest request;
+  if (ack_list_) {
+    for (v1::Ack& ack : acks) *request.mutable_acks()->add_acks() = std::move(ack);
+    call_->rw->Write(request);
+    return;
+  }
+  for (v1::Ack& ack : acks) {
+    *request.mutable_ack() = std::move(ack);
+    call_->rw->Write(request);
+  }
 }
 
 absl::Status Stream::Next(Batch* batch) {
@@ -540,12 +564,11 @@ absl::Status Stream::Next(Batch* batch) {
       }
       const v1::Batch& b = message->response.batch();
       const Clock::time_point now = Clock::now();
-      v1::StreamRequest ack;
-      ack.mutable_ack()->mutable_position()->set_epoch(b.epoch());
-      ack.mutable_ack()->mutable_position()->set_step(b.step());
-      ack.mutable_ack()->set_wait_seconds(
-          std::chrono::duration<double>(now - asked).count());
-      ack.mutable_ack()->set_busy_seconds(
+      v1::Ack ack;
+      ack.mutable_position()->set_epoch(b.epoch());
+      ack.mutable_position()->set_step(b.step());
+      ack.set_wait_seconds(std::chrono::duration<double>(now - asked).count());
+      ack.set_busy_seconds(
           std::chrono::duration<double>(asked - last_return_).count());
       last_return_ = now;
 
@@ -569,12 +592,15 @@ absl::Status Stream::Next(Batch* batch) {
         {
           std::lock_guard<std::mutex> lock(release_->mu);
           message->generation = release_->generation;
+          ++release_->held;
         }
         message->ack = std::move(ack);
       } else {
         // The bytes are ours now: acknowledge at once, which frees a
         // prefetch slot and reports the data stall.
-        call_->rw->Write(ack);
+        v1::StreamRequest request;
+        *request.mutable_ack() = std::move(ack);
+        call_->rw->Write(request);
       }
 
       position_ = Position{b.epoch(), b.step() + 1};

@@ -93,6 +93,31 @@ TEST_F(ShmTest, HeldBatchesKeepTheirSlotsUntilReleased) {
   EXPECT_EQ(read, 21);
 }
 
+// The client sends acks two to a message, keeping a lone one back, but
+// never when the daemon needs that slot: with two slots (prefetch 1 +
+// hold 1), one batch held and one released, the released one's ack is what
+// lets the next batch come. (Without that rule this test waits forever.)
+TEST_F(ShmTest, AKeptBackAckGoesOutWhenTheRingNeedsItsSlot) {
+  StreamOptions o = Options("shm");
+  o.prefetch = 1;
+  o.hold = 1;
+  o.batch_size = 2;
+  o.epochs = 1;
+  auto client = Client::Connect(server_->target());
+  auto stream = client->OpenStream(o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Batch a, b;
+  std::vector<uint64_t> steps;
+  for (;;) {
+    // b stays held while a is released and replaced, and the other way on.
+    if (!(*stream)->Next(&a).ok()) break;
+    steps.push_back(a.step());
+    std::swap(a, b);
+  }
+  EXPECT_EQ(steps.size(), 25u);
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i], i);
+}
+
 TEST_F(ShmTest, ClientThatLeavesFreesItsRing) {
   const int fds_before = OpenFds();
   {
