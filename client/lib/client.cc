@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <condition_variable>
@@ -108,7 +109,9 @@ struct ShmMapping {
 struct ReleaseQueue {
   std::mutex mu;
   uint64_t generation = 0;
-  std::vector<v1::StreamRequest> acks;
+  std::vector<v1::Ack> acks;
+  // Batches of this generation handed out and not yet released.
+  uint32_t held = 0;
 };
 
 struct Batch::Message {
@@ -117,22 +120,30 @@ struct Batch::Message {
   std::shared_ptr<ShmMapping> shm;
   std::shared_ptr<ReleaseQueue> release;
   uint64_t generation = 0;
-  v1::StreamRequest ack;
+  v1::Ack ack;
 
   ~Message() {
     if (release == nullptr) return;
     std::lock_guard<std::mutex> lock(release->mu);
     if (release->generation == generation) {
       release->acks.push_back(std::move(ack));
+      --release->held;
     }
   }
 };
 
-// One RPC of a stream. After the header, a reader thread takes messages off
-// the wire as they arrive, so a transfer overlaps the caller's work between
-// Next() calls instead of starting when Next() is called. The queue needs no
-// bound of its own: the daemon never has more than the stream's window of
-// batches unacknowledged.
+// One RPC of a stream.
+//
+// Over grpc a reader thread takes messages off the wire as they arrive, so
+// the transfer of a large batch overlaps the caller's work between Next()
+// calls instead of starting when Next() is called. The queue needs no bound
+// of its own: the daemon never has more than the stream's window of batches
+// unacknowledged.
+//
+// Over shm a message is a few hundred bytes of slot and layout, so there is
+// nothing to overlap: Next() reads it on the caller's thread. That saves a
+// thread wakeup and a hand-over per batch, which are most of what a batch
+// costs the trainer (the bytes themselves are already in the mapped ring).
 struct Stream::Call {
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>>
@@ -143,11 +154,12 @@ struct Stream::Call {
   std::shared_ptr<ShmMapping> shared_shm;
   bool finished = false;  // Finish() was called; touched by the owner only.
 
-  std::thread reader;
+  std::thread reader;  // Only when StartReader() was called.
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::unique_ptr<Batch::Message>> ready;  // Guarded by mu.
-  bool read_done = false;                             // Guarded by mu.
+  // Guarded by mu while the reader thread runs; else the owner's.
+  bool read_done = false;
 
   void StartReader() {
     reader = std::thread([this] {
@@ -166,8 +178,16 @@ struct Stream::Call {
     });
   }
 
-  // The next message, or null once the stream has no more.
+  // The next message, or null once the stream has no more: from the reader
+  // thread's queue if there is one, else read here.
   std::unique_ptr<Batch::Message> Pop() {
+    if (!reader.joinable()) {
+      if (read_done) return nullptr;
+      auto message = std::make_unique<Batch::Message>();
+      if (rw->Read(&message->response)) return message;
+      read_done = true;
+      return nullptr;
+    }
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [this] { return !ready.empty() || read_done; });
     if (ready.empty()) return nullptr;
@@ -459,12 +479,14 @@ absl::Status Stream::OpenWith(int transport_number,
   info_.samples_per_epoch = h.samples_per_epoch();
   info_.prefetch = h.prefetch();
   info_.shared = h.shared();
+  ack_list_ = h.ack_list();
   info_.transport = TransportName(h.transport());
   {
     // Batches of an earlier connection must not ack into this one.
     std::lock_guard<std::mutex> lock(release_->mu);
     ++release_->generation;
     release_->acks.clear();
+    release_->held = 0;
   }
   // The shared ring first: the daemon may end a short stream as soon as
   // the stream's own ring is handed over.
@@ -482,7 +504,11 @@ absl::Status Stream::OpenWith(int transport_number,
     Cancel();
     return mapped;
   }
-  call_->StartReader();
+  if (call_->shm == nullptr) {
+    // grpc: a reader thread takes large payloads off the wire while the
+    // caller works. shm messages are small: the caller reads them itself.
+    call_->StartReader();
+  }
   last_return_ = Clock::now();
   return absl::OkStatus();
 }
@@ -511,12 +537,30 @@ absl::Status Stream::Reconnect(const absl::Status& cause) {
 }
 
 void Stream::FlushReleased() {
-  std::vector<v1::StreamRequest> acks;
+  std::vector<v1::Ack> acks;
   {
     std::lock_guard<std::mutex> lock(release_->mu);
+    // Where the daemon takes AckLists, a lone ack waits for the next one
+    // (a message less per batch) unless the daemon would then have fewer
+    // than `prefetch` slots to fill: the ring has prefetch + hold slots.
+    const size_t pending = release_->acks.size();
+    if (ack_list_ && pending < 2 &&
+        release_->held + pending <= std::max<uint32_t>(1, options_.hold)) {
+      return;
+    }
     acks.swap(release_->acks);
   }
-  for (const v1::StreamRequest& ack : acks) call_->rw->Write(ack);
+  if (acks.empty()) return;
+  v1::StreamRequest request;
+  if (ack_list_) {
+    for (v1::Ack& ack : acks) *request.mutable_acks()->add_acks() = std::move(ack);
+    call_->rw->Write(request);
+    return;
+  }
+  for (v1::Ack& ack : acks) {
+    *request.mutable_ack() = std::move(ack);
+    call_->rw->Write(request);
+  }
 }
 
 absl::Status Stream::Next(Batch* batch) {
@@ -535,12 +579,11 @@ absl::Status Stream::Next(Batch* batch) {
       }
       const v1::Batch& b = message->response.batch();
       const Clock::time_point now = Clock::now();
-      v1::StreamRequest ack;
-      ack.mutable_ack()->mutable_position()->set_epoch(b.epoch());
-      ack.mutable_ack()->mutable_position()->set_step(b.step());
-      ack.mutable_ack()->set_wait_seconds(
-          std::chrono::duration<double>(now - asked).count());
-      ack.mutable_ack()->set_busy_seconds(
+      v1::Ack ack;
+      ack.mutable_position()->set_epoch(b.epoch());
+      ack.mutable_position()->set_step(b.step());
+      ack.set_wait_seconds(std::chrono::duration<double>(now - asked).count());
+      ack.set_busy_seconds(
           std::chrono::duration<double>(asked - last_return_).count());
       last_return_ = now;
 
@@ -567,12 +610,15 @@ absl::Status Stream::Next(Batch* batch) {
         {
           std::lock_guard<std::mutex> lock(release_->mu);
           message->generation = release_->generation;
+          ++release_->held;
         }
         message->ack = std::move(ack);
       } else {
         // The bytes are ours now: acknowledge at once, which frees a
         // prefetch slot and reports the data stall.
-        call_->rw->Write(ack);
+        v1::StreamRequest request;
+        *request.mutable_ack() = std::move(ack);
+        call_->rw->Write(request);
       }
 
       position_ = Position{b.epoch(), b.step() + 1};

@@ -6,9 +6,12 @@
 
 #include <deque>
 
+#include <grpcpp/grpcpp.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "stoker/client.h"
+#include "stoker/v1/stoker.grpc.pb.h"
 #include "tests/testing/consume.h"
 #include "tests/testing/test_server.h"
 
@@ -76,6 +79,31 @@ TEST_F(ShmTest, HeldBatchesKeepTheirSlotsUntilReleased) {
   EXPECT_EQ(read, 21);
 }
 
+// The client sends acks two to a message, keeping a lone one back, but
+// never when the daemon needs that slot: with two slots (prefetch 1 +
+// hold 1), one batch held and one released, the released one's ack is what
+// lets the next batch come. (Without that rule this test waits forever.)
+TEST_F(ShmTest, AKeptBackAckGoesOutWhenTheRingNeedsItsSlot) {
+  StreamOptions o = Options("shm");
+  o.prefetch = 1;
+  o.hold = 1;
+  o.batch_size = 2;
+  o.epochs = 1;
+  auto client = Client::Connect(server_->target());
+  auto stream = client->OpenStream(o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Batch a, b;
+  std::vector<uint64_t> steps;
+  for (;;) {
+    // b stays held while a is released and replaced, and the other way on.
+    if (!(*stream)->Next(&a).ok()) break;
+    steps.push_back(a.step());
+    std::swap(a, b);
+  }
+  EXPECT_EQ(steps.size(), 25u);
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i], i);
+}
+
 TEST_F(ShmTest, ClientThatLeavesFreesItsRing) {
   const int fds_before = OpenFds();
   {
@@ -99,6 +127,73 @@ TEST_F(ShmTest, ClientThatLeavesFreesItsRing) {
   EXPECT_EQ(svc->GetStats().bytes_reserved, 0u);
   // The daemon's memfd and the client's connection are closed again.
   EXPECT_LE(OpenFds(), fds_before);
+}
+
+// The protocol under the client: a ring of two slots (prefetch 1, hold 1)
+// goes on only as acks free its slots, so reading past it proves that every
+// ack of an AckList was taken, and the daemon counts each one.
+TEST_F(ShmTest, AckListFreesEverySlotItNamesAndCountsEachAck) {
+  auto stub = v1::Stoker::NewStub(
+      grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));
+  auto rw = stub->Stream(&context);
+  v1::StreamRequest open;
+  open.mutable_open()->set_dataset("train");
+  open.mutable_open()->set_pipeline("train");
+  open.mutable_open()->set_batch_size(2);
+  open.mutable_open()->set_seed(3);
+  open.mutable_open()->set_epochs(0);
+  open.mutable_open()->set_prefetch(1);
+  open.mutable_open()->set_hold(1);
+  open.mutable_open()->set_transport(v1::TRANSPORT_SHM);
+  ASSERT_TRUE(rw->Write(open));
+  v1::StreamResponse response;
+  ASSERT_TRUE(rw->Read(&response));
+  ASSERT_TRUE(response.has_header());
+  EXPECT_TRUE(response.header().ack_list());
+  ASSERT_EQ(response.header().shm().slots(), 2u);
+
+  auto ack_of = [](const v1::StreamResponse& r, double wait, double busy) {
+    v1::Ack ack;
+    ack.mutable_position()->set_epoch(r.batch().epoch());
+    ack.mutable_position()->set_step(r.batch().step());
+    ack.set_wait_seconds(wait);
+    ack.set_busy_seconds(busy);
+    return ack;
+  };
+  // Three rounds: fill both slots, then free both in one message.
+  for (int round = 0; round < 3; ++round) {
+    v1::StreamResponse first, second;
+    ASSERT_TRUE(rw->Read(&first));
+    ASSERT_TRUE(rw->Read(&second));
+    ASSERT_EQ(second.batch().step(), first.batch().step() + 1);
+    v1::StreamRequest acks;
+    *acks.mutable_acks()->add_acks() = ack_of(first, 0.25, 1.0);
+    *acks.mutable_acks()->add_acks() = ack_of(second, 0.25, 1.0);
+    ASSERT_TRUE(rw->Write(acks));
+  }
+  // A single Ack, as older clients send, still frees its slot.
+  v1::StreamResponse next;
+  ASSERT_TRUE(rw->Read(&next));
+  EXPECT_EQ(next.batch().step(), 6u);
+  v1::StreamRequest single;
+  *single.mutable_ack() = ack_of(next, 0.5, 2.0);
+  ASSERT_TRUE(rw->Write(single));
+  ASSERT_TRUE(rw->Read(&next));
+  EXPECT_EQ(next.batch().step(), 7u);
+
+  // The daemon records each ack's stall figures (acks are read in order:
+  // by the time batch 7 was sent, all seven had been taken).
+  auto client = Client::Connect(server_->target());
+  v1::DaemonStats stats;
+  ASSERT_TRUE(client->GetStats(&stats).ok());
+  ASSERT_EQ(stats.streams_size(), 1);
+  EXPECT_EQ(stats.streams(0).acks(), 7u);
+  EXPECT_DOUBLE_EQ(stats.streams(0).wait_seconds(), 6 * 0.25 + 0.5);
+  EXPECT_DOUBLE_EQ(stats.streams(0).busy_seconds(), 6 * 1.0 + 2.0);
+  context.TryCancel();
 }
 
 TEST_F(ShmTest, AShortStreamWaitsForItsClientToFetchTheRing) {

@@ -4,6 +4,7 @@ their batch is released."""
 import gc
 import json
 import mmap
+import threading
 import time
 
 import numpy as np
@@ -127,6 +128,57 @@ def test_holding_every_slot_raises_instead_of_waiting_forever(client_daemon):
     gc.collect()
 
 
+def daemon_stream_stats(daemon):
+    """The daemon's StreamStats of its one open stream (GetStats)."""
+    import grpc
+    from stoker._proto.stoker.v1 import stoker_pb2 as pb
+    from stoker._proto.stoker.v1 import stoker_pb2_grpc as pb_grpc
+    with grpc.insecure_channel(daemon.address) as channel:
+        stats = pb_grpc.StokerStub(channel).GetStats(pb.GetStatsRequest(),
+                                                      timeout=10)
+    assert len(stats.streams) == 1
+    return stats.streams[0]
+
+
+def test_acks_go_in_pairs_and_the_daemon_counts_each(client_daemon):
+    # Released one at a time, the acks of ten batches leave in five
+    # messages; the daemon still takes ten acks with their stall figures.
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "bytes", batch_size=1, epochs=0, prefetch=2,
+                       hold=1, transport="shm") as s:
+        for _ in range(10):
+            next(s).release()
+        assert not s._releases.pending  # An even count: nothing kept back.
+        deadline = time.monotonic() + 10
+        while (daemon_stream_stats(client_daemon).acks < 10 and
+               time.monotonic() < deadline):
+            time.sleep(0.01)
+        stats = daemon_stream_stats(client_daemon)
+        assert stats.acks == 10
+        assert stats.wait_seconds > 0 and stats.busy_seconds > 0
+        next(s).release()
+        assert len(s._releases.pending) == 1  # Kept back for its pair.
+
+
+def test_a_kept_back_ack_goes_out_when_the_ring_needs_its_slot(
+        client_daemon):
+    # Two slots (prefetch 1 + hold 1). With b held and a released, a's ack
+    # is all that lets the daemon send c: next() must flush it, not wait.
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "bytes", batch_size=1, epochs=1, prefetch=1,
+                       hold=1, transport="shm") as s:
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(
+            [a := next(s), next(s), a.release(), next(s)]))
+        reader.start()
+        reader.join(timeout=20)
+        if reader.is_alive():
+            s.close()  # Ends the waiting read.
+            reader.join()
+        assert [b.position for b in got[:2]] + [got[3].position] == [
+            (0, 0), (0, 1), (0, 2)]
+
+
 def test_auto_ends_on_shm_and_says_so(client_daemon):
     client = stoker.Client(client_daemon.address)
     with client.stream("train", "train", batch_size=4) as s:
@@ -151,3 +203,30 @@ def test_loader_over_shm_gives_writable_copies_or_zero_copy_views(
             views.append((batch.position, batch["image"].clone()))
     assert [(b.position) for b in copies] == [p for p, _ in views]
     assert torch.equal(copies[1]["image"], views[1][1])
+
+
+def test_a_daemon_without_ack_lists_gets_one_ack_per_message():
+    # The header of an older daemon lacks ack_list: each release sends its
+    # own Ack at once, as before AckList existed.
+    from stoker._proto.stoker.v1 import stoker_pb2 as pb
+    from stoker.stream import _Releases
+
+    class Sent:
+        def __init__(self):
+            self.requests = []
+
+        def send(self, request):
+            self.requests.append(request)
+
+    acks = [pb.Ack(position=pb.Position(step=i)) for i in range(3)]
+    old, new = Sent(), Sent()
+    for call, ack_list in ((old, False), (new, True)):
+        releases = _Releases()
+        releases.attach(call, ack_list=ack_list)
+        for ack in acks:
+            releases.release(releases.generation, ack)
+        releases.flush()
+    assert [r.WhichOneof("kind") for r in old.requests] == ["ack"] * 3
+    assert [r.ack for r in old.requests] == acks
+    assert [r.WhichOneof("kind") for r in new.requests] == ["acks"] * 2
+    assert [list(r.acks.acks) for r in new.requests] == [acks[:2], acks[2:]]

@@ -145,7 +145,8 @@ class Stream {
   absl::Status OpenWith(int transport,
                         std::chrono::steady_clock::time_point deadline);
   absl::Status Reconnect(const absl::Status& cause);
-  // Sends the acks of shm batches released since the last call.
+  // Sends the acks of shm batches released since the last call; where the
+  // daemon takes AckLists, two to a message (see client.cc).
   void FlushReleased();
 
   Client* const client_;  // Outlives the stream.
@@ -154,6 +155,7 @@ class Stream {
   // Acks of released shm batches; shared with the batches.
   std::shared_ptr<ReleaseQueue> release_;
   StreamInfo info_;
+  bool ack_list_ = false;  // The daemon takes StreamRequest.acks.
   Position position_;
   std::chrono::steady_clock::time_point last_return_;
   int reconnects_ = 0;

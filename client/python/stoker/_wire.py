@@ -8,6 +8,10 @@ format of the message's top two levels, parses everything but
 Batch.payload with protobuf (a few hundred bytes of metadata), and returns
 where the payload lies in the received bytes. Tensors are then numpy views of
 those bytes, and the payload is never copied in Python.
+
+A message without payload (an shm batch: slot and layout, a few hundred
+bytes; or the header) has nothing to leave in place, and protobuf parses it
+whole several times faster than the walk in Python, so it is parsed whole.
 """
 from ._proto.stoker.v1 import stoker_pb2 as pb
 
@@ -92,9 +96,20 @@ def _parse_batch(raw, pos, end):
     return pb.Batch.FromString(body), payload
 
 
+# Messages up to this size are first parsed whole (see the module comment).
+_SMALL = 4096
+
+
 def parse_response(raw):
     """Deserializer for the Stream call: bytes -> Response."""
     end = len(raw)
+    if end <= _SMALL:
+        message = pb.StreamResponse.FromString(raw)
+        kind = message.WhichOneof("kind")
+        if kind == "header":
+            return Response(header=message.header, raw=raw)
+        if kind == "batch" and not message.batch.payload:
+            return Response(batch=message.batch, raw=raw)
     response = Response(raw=raw)
     for number, wire, _, value, stop in _fields(raw, 0, end):
         if wire != _LEN:

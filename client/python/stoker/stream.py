@@ -10,7 +10,8 @@ viewing its slot are collected), since until then the slot is the user's.
 The daemon keeps at most `prefetch` (shm: `prefetch + hold`) batches
 unacknowledged, so acks must flow while batches are read: requests go
 through a queue that gRPC drains on its own thread, and a release may
-queue its ack from any thread.
+queue its ack from any thread. Over shm, acks go out two to a message
+where the daemon allows it (see _Releases).
 
 The stream tracks its position, the (epoch, step) of the next batch. When
 the connection drops (UNAVAILABLE: the daemon stopped, crashed or
@@ -18,9 +19,9 @@ restarted), the next read reconnects with backoff and reopens at the
 position, so the user sees every batch once, in order. After
 `reconnect_timeout` seconds without success it raises Unavailable.
 """
+import collections
 import gc
 import numbers
-import queue
 import time
 import weakref
 from collections import namedtuple
@@ -102,24 +103,58 @@ class _Releases:
     an earlier connection's ring never acks into a later one. Shared with
     the batches, which may outlive the stream. `state` is replaced as a
     whole, so a release needs no lock (it may run in a finalizer, on any
-    thread); Call.send is thread-safe."""
+    thread); Call.send is thread-safe.
 
-    __slots__ = ("state",)
+    Sending a message costs this process more than anything else it does
+    per batch (gRPC's sending thread wakes twice, its polling thread once),
+    so where the daemon takes several acks in one message (header field
+    ack_list) a release only queues its ack, and the acks go out in pairs.
+    The stream flushes a lone ack before it waits for a batch whenever
+    keeping it back would leave the daemon fewer than `prefetch` slots to
+    fill (see Stream._read): a held-back ack is one slot the daemon cannot
+    reuse yet. The queue is a deque: appends and pops are atomic, so a
+    release on another thread never loses an ack to a flush.
+    """
+
+    __slots__ = ("state", "pending")
+
+    PAIR = 2  # Acks sent together.
 
     def __init__(self):
-        self.state = (0, None)
+        self.state = (0, None, False)
+        self.pending = collections.deque()
 
     @property
     def generation(self):
         return self.state[0]
 
-    def attach(self, call):
-        self.state = (self.state[0] + 1, call)
+    def attach(self, call, ack_list=False):
+        self.state = (self.state[0] + 1, call, ack_list)
+        self.pending = collections.deque()
 
     def release(self, generation, ack):
-        current, call = self.state
-        if current == generation and call is not None:
-            call.send(ack)
+        current, call, ack_list = self.state
+        if current != generation or call is None:
+            return
+        if not ack_list:
+            call.send(pb.StreamRequest(ack=ack))
+            return
+        pending = self.pending
+        pending.append(ack)
+        if len(pending) >= self.PAIR:
+            self.flush()
+
+    def flush(self):
+        """Sends the queued acks, in one message."""
+        _, call, _ = self.state
+        pending, acks = self.pending, []
+        while True:
+            try:
+                acks.append(pending.popleft())
+            except IndexError:
+                break
+        if acks and call is not None:
+            call.send(pb.StreamRequest(acks=pb.AckList(acks=acks)))
 
 
 def _check_int(name, value, top):
@@ -265,32 +300,40 @@ class Stream:
     HELD_TIMEOUT = 1.0
 
     def _read(self, call):
-        """call.read(); over shm, ResourceExhausted when every slot of the
-        ring is held by unreleased batches, so that none can arrive."""
+        """call.read(); over shm, first ResourceExhausted when every slot of
+        the ring is held by unreleased batches for HELD_TIMEOUT seconds, so
+        that none can arrive. While a slot is neither held nor waiting for
+        its ack to be sent, the daemon can fill it, so the read that follows
+        does not wait forever."""
         transport = self._transport
-        if not transport.ack_on_release:
-            return call.read()
-        full_since = None
+        if transport.ack_on_release:
+            self._wait_for_a_free_slot(transport.slots)
+        return call.read()
+
+    def _wait_for_a_free_slot(self, slots):
+        self._held = [f for f in self._held if f.alive]
+        # Acks held back must not cost the daemon its prefetch: the ring has
+        # prefetch + hold slots, so flush once held + held back > hold.
+        hold = max(1, self._request.hold)  # The daemon takes 0 as 1.
+        if len(self._held) + len(self._releases.pending) > hold:
+            self._releases.flush()
+        if len(self._held) < slots:
+            return
+        gc.collect()  # Batches kept alive only by a cycle.
+        deadline = time.monotonic() + self.HELD_TIMEOUT
         while True:
-            try:
-                return call.read(timeout=0.05)
-            except queue.Empty:
-                pass
             self._held = [f for f in self._held if f.alive]
-            if len(self._held) < transport.slots:
-                full_since = None
-                continue
-            now = time.monotonic()
-            if full_since is None:
-                full_since = now
-                gc.collect()  # Batches kept alive only by a cycle.
-            elif now - full_since > self.HELD_TIMEOUT:
+            if len(self._held) < slots or self._closed:
+                self._releases.flush()  # Released meanwhile, elsewhere.
+                return
+            if time.monotonic() > deadline:
                 raise errors.ResourceExhausted(
-                    f"all {transport.slots} slots of the shm ring are held "
-                    f"by unreleased batches, so the daemon can send no "
-                    f"more: release() batches (or drop them) or copy what "
-                    f"you keep, open the stream with a larger hold, or use "
+                    f"all {slots} slots of the shm ring are held by "
+                    f"unreleased batches, so the daemon can send no more: "
+                    f"release() batches (or drop them) or copy what you "
+                    f"keep, open the stream with a larger hold, or use "
                     f"transport 'grpc'")
+            time.sleep(0.01)  # Another thread may release one.
 
     def _deliver(self, call, response, asked):
         b = response.batch
@@ -309,10 +352,9 @@ class Stream:
             self.close()
             raise
         now = time.monotonic()
-        ack = pb.StreamRequest()
-        ack.ack.position.epoch, ack.ack.position.step = b.epoch, b.step
-        ack.ack.wait_seconds = now - asked
-        ack.ack.busy_seconds = max(0.0, asked - self._last_return)
+        ack = pb.Ack(wait_seconds=now - asked,
+                     busy_seconds=max(0.0, asked - self._last_return))
+        ack.position.epoch, ack.position.step = b.epoch, b.step
         release = None
         if transport.ack_on_release:
             # The slot is the consumer's until the batch is released: by
@@ -326,7 +368,7 @@ class Stream:
         else:
             # Acknowledge on hand-over: frees a prefetch slot and reports
             # the consumer's data stall.
-            call.send(ack)
+            call.send(pb.StreamRequest(ack=ack))
         self._last_return = now
         step = b.step + 1
         self._position = (Position(b.epoch + 1, 0)
@@ -421,7 +463,8 @@ class Stream:
     def _open_with(self, transport, deadline):
         self._client.wait_ready(deadline)
         call = Call(self._client,
-                    self._request.to_proto(self._position, transport))
+                    self._request.to_proto(self._position, transport),
+                    read_ahead=transport.read_ahead)
         try:
             response = call.read()
         except StopIteration:
@@ -445,7 +488,7 @@ class Stream:
         if self._transport is not None:
             self._transport.close()  # The one of the dropped call.
         # Batches of an earlier call (an old ring) must not ack into this one.
-        self._releases.attach(call)
+        self._releases.attach(call, ack_list=h.ack_list)
         self._held = []
         self._call, self._transport = call, transport
         self._info = StreamInfo(

@@ -62,6 +62,9 @@ class Transport:
     wire = pb.TRANSPORT_UNSPECIFIED
     implemented = True
     ack_on_release = False
+    # Whether the stream's messages are worth receiving on a thread of their
+    # own while the consumer works (see _call.Call).
+    read_ahead = True
 
     @classmethod
     def suits(cls, address):
@@ -156,6 +159,7 @@ class ShmTransport(Transport):
     name = "shm"
     wire = pb.TRANSPORT_SHM
     ack_on_release = True
+    read_ahead = False  # A message is the slot and layout: small.
 
     def __init__(self):
         self._rings = {}  # in_shared_ring -> (mapping, slots, slot_bytes)

@@ -1,5 +1,6 @@
 #include "server/transport/grpc/stream_reactor.h"
 
+#include <algorithm>
 #include <optional>
 #include <thread>
 
@@ -61,23 +62,28 @@ void StreamReactor::OnReadDone(bool ok) {
     return;
   } else {
     v1::StreamRequest request;
-    if (!ParseFromByteBuffer(in_, &request) || !request.has_ack()) {
+    if (!ParseFromByteBuffer(in_, &request) ||
+        !(request.has_ack() || request.has_acks())) {
       FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                               "after open, a stream accepts only acks"));
       return;
     }
+    // One Ack, or several in an AckList (header field ack_list).
+    const v1::Ack* single = request.has_ack() ? &request.ack() : nullptr;
+    const int count = single != nullptr ? 1 : request.acks().acks_size();
     std::shared_ptr<service::Stream> stream;
     std::shared_ptr<Delivery> delivery;
     {
       absl::MutexLock lock(&mu_);
-      if (unacked_ > 0) --unacked_;
+      unacked_ -= std::min<uint32_t>(unacked_, count);
       stream = stream_;
       delivery = delivery_;
     }
-    const v1::Position& acked = request.ack().position();
-    delivery->Acked(acked.epoch(), acked.step());
-    stream->RecordAck(request.ack().wait_seconds(),
-                      request.ack().busy_seconds());
+    for (int i = 0; i < count; ++i) {
+      const v1::Ack& ack = single != nullptr ? *single : request.acks().acks(i);
+      delivery->Acked(ack.position().epoch(), ack.position().step());
+      stream->RecordAck(ack.wait_seconds(), ack.busy_seconds());
+    }
     Pump();
   }
   absl::MutexLock lock(&mu_);
@@ -134,6 +140,7 @@ void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
     header->set_samples_per_epoch(stream->samples_per_epoch());
     header->set_prefetch(opened->prefetch);
     header->set_shared(opened->shared);
+    header->set_ack_list(true);
     *header->mutable_start() = open.start();
     for (const pipeline::TensorSpec& t : stream->layout().per_sample()) {
       ToProto(t, header->add_outputs());

@@ -25,6 +25,12 @@ class Ack(_message.Message):
     wait_seconds: float
     def __init__(self, position: _Optional[_Union[Position, _Mapping]] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ...) -> None: ...
 
+class AckList(_message.Message):
+    __slots__ = ["acks"]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[Ack]
+    def __init__(self, acks: _Optional[_Iterable[_Union[Ack, _Mapping]]] = ...) -> None: ...
+
 class Batch(_message.Message):
     __slots__ = ["epoch", "in_shared_ring", "payload", "sample_ids", "shared", "skipped_ids", "slot", "step", "tensors"]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -260,7 +266,8 @@ class StorageStats(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
 
 class StreamHeader(_message.Message):
-    __slots__ = ["num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
+    __slots__ = ["ack_list", "num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
+    ACK_LIST_FIELD_NUMBER: _ClassVar[int]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
@@ -271,6 +278,7 @@ class StreamHeader(_message.Message):
     START_FIELD_NUMBER: _ClassVar[int]
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    ack_list: bool
     num_samples: int
     outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     prefetch: int
@@ -281,15 +289,17 @@ class StreamHeader(_message.Message):
     start: Position
     steps_per_epoch: int
     transport: Transport
-    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ...) -> None: ...
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ...) -> None: ...
 
 class StreamRequest(_message.Message):
-    __slots__ = ["ack", "open"]
+    __slots__ = ["ack", "acks", "open"]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
     ack: Ack
+    acks: AckList
     open: OpenStream
-    def __init__(self, open: _Optional[_Union[OpenStream, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+    def __init__(self, open: _Optional[_Union[OpenStream, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., acks: _Optional[_Union[AckList, _Mapping]] = ...) -> None: ...
 
 class StreamResponse(_message.Message):
     __slots__ = ["batch", "header"]
