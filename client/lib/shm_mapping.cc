@@ -1,0 +1,69 @@
+#include "shm_mapping.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+
+ShmMapping::~ShmMapping() {
+  if (base != nullptr) munmap(const_cast<uint8_t*>(base), bytes);
+}
+
+// Fetches and maps a stream's ring: connects to the daemon's fd socket,
+// sends the token and receives the memfd (see ShmRing in stoker.proto).
+absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring) {
+  const int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, ring.fd_socket().c_str(),
+               sizeof(addr.sun_path) - 1);
+  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      send(sock, ring.token().data(), ring.token().size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(ring.token().size())) {
+    const int err = errno;
+    close(sock);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot reach the shm socket ", ring.fd_socket(), ": ",
+                     std::strerror(err)));
+  }
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t got = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  close(sock);
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  if (got != 1 || cmsg == nullptr || cmsg->cmsg_type != SCM_RIGHTS) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "stokerd did not hand over the shared-memory ring on ",
+        ring.fd_socket(), ": this process's user is not the daemon's and "
+        "not in its socket group"));
+  }
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
+  auto mapping = std::make_shared<ShmMapping>();
+  mapping->slots = ring.slots();
+  mapping->slot_bytes = ring.slot_bytes();
+  mapping->bytes = static_cast<size_t>(ring.slots()) * ring.slot_bytes();
+  void* base = mmap(nullptr, mapping->bytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map the shared-memory ring: ", strerror(errno)));
+  }
+  mapping->base = static_cast<const uint8_t*>(base);
+  return mapping;
+}
+
+}  // namespace stoker

@@ -1,0 +1,31 @@
+// The client's side of a shm ring (see ShmRing in stoker.proto): fetching
+// its descriptor from the daemon and mapping it read-only.
+#ifndef STOKER_CLIENT_LIB_SHM_MAPPING_H_
+#define STOKER_CLIENT_LIB_SHM_MAPPING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "stoker/v1/stoker.pb.h"
+
+namespace stoker {
+
+// A ring mapped read-only. Batches that view it hold it, so it stays mapped
+// until the last of them is gone.
+struct ShmMapping {
+  const uint8_t* base = nullptr;
+  size_t bytes = 0;
+  uint32_t slots = 0;
+  size_t slot_bytes = 0;
+  ~ShmMapping();
+};
+
+// Fetches and maps a stream's ring: connects to the daemon's fd socket,
+// sends the token and receives the memfd (see ShmRing in stoker.proto).
+absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring);
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_LIB_SHM_MAPPING_H_
