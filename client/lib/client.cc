@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "notice_socket.h"
 #include "shm_mapping.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
@@ -128,6 +129,10 @@ struct Batch::Message {
 // nothing to overlap: Next() reads it on the caller's thread. That saves a
 // thread wakeup and a hand-over per batch, which are most of what a batch
 // costs the trainer (the bytes themselves are already in the mapped ring).
+// Where the daemon grants a notice socket, messages and acks go over it
+// instead of the call: a system call each, where a gRPC message still costs
+// hand-overs inside gRPC. The call then only carries the header and, at the
+// end, the status.
 struct Stream::Call {
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>>
@@ -136,6 +141,8 @@ struct Stream::Call {
   // The ring of the shared run the stream joined, if the daemon lends it
   // batches in place (Batch.in_shared_ring).
   std::shared_ptr<ShmMapping> shared_shm;
+  // Set when the daemon announces batches on a notice socket.
+  std::unique_ptr<NoticeSocket> notices;
   bool finished = false;  // Finish() was called; touched by the owner only.
 
   std::thread reader;  // Only when StartReader() was called.
@@ -163,12 +170,19 @@ struct Stream::Call {
   }
 
   // The next message, or null once the stream has no more: from the reader
-  // thread's queue if there is one, else read here.
-  std::unique_ptr<Batch::Message> Pop() {
+  // thread's queue if there is one, else read here, from the notice socket
+  // if there is one. An error only for a notice socket's bad frame.
+  absl::StatusOr<std::unique_ptr<Batch::Message>> Pop() {
     if (!reader.joinable()) {
       if (read_done) return nullptr;
       auto message = std::make_unique<Batch::Message>();
-      if (rw->Read(&message->response)) return message;
+      if (notices != nullptr) {
+        absl::StatusOr<bool> got = notices->Read(&message->response);
+        if (!got.ok()) return got.status();
+        if (*got) return message;
+      } else if (rw->Read(&message->response)) {
+        return message;
+      }
       read_done = true;
       return nullptr;
     }
@@ -180,10 +194,24 @@ struct Stream::Call {
     return message;
   }
 
+  // Sends an ack or an AckList: on the notice socket if there is one.
+  void Send(const v1::StreamRequest& request) {
+    if (notices != nullptr) {
+      notices->Write(request);
+    } else {
+      rw->Write(request);
+    }
+  }
+
   // Ends the RPC: cancels it if asked, waits for the reader, and returns the
   // status. Call once.
   grpc::Status End(bool cancel) {
-    if (cancel) context.TryCancel();
+    if (cancel) {
+      // Closing our end of the notice socket is what ends the stream on
+      // the daemon's side, and unblocks a read().
+      if (notices != nullptr) notices->Shutdown();
+      context.TryCancel();
+    }
     if (reader.joinable()) reader.join();
     finished = true;
     return rw->Finish();
@@ -390,6 +418,7 @@ absl::Status Stream::OpenWith(int transport_number,
   open->set_weight(options_.weight);
   open->set_share(options_.share);
   open->set_map_shared_ring(true);
+  open->set_notice_socket(transport == v1::TRANSPORT_SHM);
   open->set_open_timeout(
       std::chrono::duration<double>(options_.open_timeout).count());
   open->mutable_start()->set_epoch(position_.epoch);
@@ -411,6 +440,7 @@ absl::Status Stream::OpenWith(int transport_number,
   info_.shared = h.shared();
   ack_list_ = h.ack_list();
   info_.transport = TransportName(h.transport());
+  info_.notice_socket = false;
   {
     // Batches of an earlier connection must not ack into this one.
     std::lock_guard<std::mutex> lock(release_->mu);
@@ -430,6 +460,17 @@ absl::Status Stream::OpenWith(int transport_number,
   absl::Status mapped;
   if (h.has_shared_ring()) mapped = map(h.shared_ring(), &call_->shared_shm);
   if (mapped.ok() && h.has_shm()) mapped = map(h.shm(), &call_->shm);
+  if (mapped.ok() && call_->shm != nullptr && h.has_notices()) {
+    // The daemon sends no batch before we connect.
+    absl::StatusOr<std::unique_ptr<NoticeSocket>> notices =
+        NoticeSocket::Connect(h.notices());
+    if (notices.ok()) {
+      call_->notices = *std::move(notices);
+      info_.notice_socket = true;
+    } else {
+      mapped = notices.status();
+    }
+  }
   if (!mapped.ok()) {
     Cancel();
     return mapped;
@@ -484,12 +525,12 @@ void Stream::FlushReleased() {
   v1::StreamRequest request;
   if (ack_list_) {
     for (v1::Ack& ack : acks) *request.mutable_acks()->add_acks() = std::move(ack);
-    call_->rw->Write(request);
+    call_->Send(request);
     return;
   }
   for (v1::Ack& ack : acks) {
     *request.mutable_ack() = std::move(ack);
-    call_->rw->Write(request);
+    call_->Send(request);
   }
 }
 
@@ -503,7 +544,12 @@ absl::Status Stream::Next(Batch* batch) {
       return absl::FailedPreconditionError("stream is closed");
     }
     FlushReleased();
-    if (std::unique_ptr<Batch::Message> message = call_->Pop()) {
+    absl::StatusOr<std::unique_ptr<Batch::Message>> popped = call_->Pop();
+    if (!popped.ok()) {
+      call_->End(/*cancel=*/true);
+      return popped.status();
+    }
+    if (std::unique_ptr<Batch::Message> message = *std::move(popped)) {
       if (!message->response.has_batch()) {
         return absl::InternalError("daemon sent a second header");
       }
@@ -548,7 +594,7 @@ absl::Status Stream::Next(Batch* batch) {
         // prefetch slot and reports the data stall.
         v1::StreamRequest request;
         *request.mutable_ack() = std::move(ack);
-        call_->rw->Write(request);
+        call_->Send(request);
       }
 
       position_ = Position{b.epoch(), b.step() + 1};
@@ -575,6 +621,11 @@ absl::Status Stream::Next(Batch* batch) {
       return absl::OkStatus();
     }
     absl::Status s = FromGrpc(call_->End(/*cancel=*/false));
+    if (s.ok() && call_->notices != nullptr && call_->notices->truncated()) {
+      return absl::DataLossError(absl::StrCat(
+          "the notice socket ", call_->notices->path(),
+          " ended inside a frame, yet the stream ended normally"));
+    }
     if (s.ok()) return absl::OutOfRangeError("end of stream");
     if (s.code() != absl::StatusCode::kUnavailable) return s;
     if (absl::Status r = Reconnect(s); !r.ok()) return r;

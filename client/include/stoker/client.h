@@ -115,6 +115,10 @@ struct StreamInfo {
   uint32_t prefetch = 0;
   std::string transport;  // The one in use.
   bool shared = false;    // Joined a shared preprocessing run.
+  // shm: the daemon announces batches and takes acks on a unix socket of
+  // their own (StreamHeader.notices) rather than on the gRPC call. False
+  // with a daemon that predates it.
+  bool notice_socket = false;
   // Why earlier transports of a fallback list were refused, or empty.
   std::string fallbacks;
 };
