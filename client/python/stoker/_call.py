@@ -1,15 +1,20 @@
-"""Call: one Stream RPC, with acks sent on another thread.
+"""Call: one Stream RPC, with acks sent on another thread; NoticeCall: one
+over shm whose batches and acks go on the notice socket.
 
 Requests go through a queue that gRPC's sending thread drains, so acks flow
 while the consumer waits for batches. Responses are read ahead by a thread
 of the call, or read by the consumer itself; see Call.
 """
 import queue
+import socket
 import threading
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from . import errors
+from ._proto.stoker.v1 import stoker_pb2 as pb
+from ._wire import Response
 
 
 class Call:
@@ -82,3 +87,124 @@ class Call:
             self._closed = True
             self._requests.put(None)
             self._rpc.cancel()
+
+
+class NoticeCall:
+    """A Stream call over shm whose batches come on the notice socket
+    (NoticeSocket in stoker.proto): the call carried the header and will
+    carry the final status; batches are read, and acks written, on the
+    socket by the consumer's own thread. A message on the call costs this
+    process several thread hand-overs inside grpcio; a frame on the socket
+    costs one system call.
+
+    Same interface as Call. read() gives the socket's frames, then, once
+    the daemon has shut the socket down, what the call says (StopIteration
+    for OK, grpc.RpcError otherwise). send() may be called from any thread.
+    """
+
+    MAX_FRAME = 1 << 20
+
+    def __init__(self, call, sock):
+        self._call = call
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._buffer = bytearray(64 << 10)
+        self._start = self._end = 0
+        self._ended = False
+
+    @classmethod
+    def connect(cls, call, notices):
+        """Connects to the daemon's notice socket with the header's token.
+        FailedPrecondition if it cannot be reached, PermissionDenied if the
+        daemon refuses the token."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(10.0)
+            sock.connect(notices.path)
+            sock.sendall(notices.token)
+            answer = sock.recv(1)
+            sock.settimeout(None)
+        except OSError as e:
+            sock.close()
+            raise errors.FailedPrecondition(
+                f"cannot reach the notice socket {notices.path}: "
+                f"{e.strerror or e}") from None
+        if answer != b"\x01":
+            sock.close()
+            raise errors.PermissionDenied(
+                f"stokerd refused this stream's notice socket on "
+                f"{notices.path}")
+        return cls(call, sock)
+
+    def read(self, timeout=None):
+        if not self._ended:
+            frame = self._next_frame()
+            if frame is not None:
+                return self._parse(frame)
+            self._ended = True
+            self._sock.close()
+        response = self._call.read()
+        raise errors.Internal(
+            "the daemon sent a message on the call after the header of a "
+            "stream with a notice socket" if response.batch is not None
+            else "the daemon sent a second stream header")
+
+    def _next_frame(self):
+        """The bytes of the next frame, or None at the end of the socket."""
+        buffer = self._buffer
+        while True:
+            available = self._end - self._start
+            if available >= 4:
+                length = int.from_bytes(
+                    buffer[self._start:self._start + 4], "little")
+                if length > self.MAX_FRAME:
+                    raise errors.DataLoss(
+                        f"a frame of {length} bytes on the notice socket "
+                        f"(at most {self.MAX_FRAME})")
+                if available >= 4 + length:
+                    begin = self._start + 4
+                    self._start = begin + length
+                    return bytes(buffer[begin:self._start])
+                if 4 + length > len(buffer):
+                    buffer.extend(bytes(4 + length - len(buffer)))
+            if self._start > 0:
+                buffer[:available] = buffer[self._start:self._end]
+                self._start, self._end = 0, available
+            try:
+                got = self._sock.recv_into(memoryview(buffer)[self._end:])
+            except OSError:
+                got = 0  # Closed under us (close()), or broken: the call says.
+            if got == 0:
+                return None
+            self._end += got
+
+    @staticmethod
+    def _parse(frame):
+        try:
+            message = pb.StreamResponse.FromString(frame)
+        except DecodeError as e:
+            raise errors.DataLoss(
+                f"a frame on the notice socket does not parse: {e}") from None
+        if message.WhichOneof("kind") != "batch":
+            raise errors.Internal("the daemon sent a frame without a batch "
+                                  "on the notice socket")
+        return Response(batch=message.batch, raw=frame)
+
+    def send(self, request):
+        body = request.SerializeToString()
+        frame = len(body).to_bytes(4, "little") + body
+        try:
+            with self._send_lock:
+                self._sock.sendall(frame)
+        except OSError:
+            pass  # The stream ended; reading says how.
+
+    def close(self):
+        """Wakes a read waiting on the socket and cancels the call.
+        Idempotent; safe from any thread."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._call.close()

@@ -11,7 +11,9 @@ The daemon keeps at most `prefetch` (shm: `prefetch + hold`) batches
 unacknowledged, so acks must flow while batches are read: requests go
 through a queue that gRPC drains on its own thread, and a release may
 queue its ack from any thread. Over shm, acks go out two to a message
-where the daemon allows it (see _Releases).
+where the daemon allows it (see _Releases), and where the daemon grants a
+notice socket, batches and acks travel there instead of on the call (see
+_call.NoticeCall).
 
 The stream tracks its position, the (epoch, step) of the next batch. When
 the connection drops (UNAVAILABLE: the daemon stopped, crashed or
@@ -32,7 +34,7 @@ import grpc
 
 from . import errors, transports
 from ._proto.stoker.v1 import stoker_pb2 as pb
-from ._call import Call
+from ._call import Call, NoticeCall
 from .batch import Batch
 from .client import TensorSpec, tensor_spec
 
@@ -258,6 +260,11 @@ class Stream:
         return self._info.transport
 
     @property
+    def notice_socket(self):
+        """True when batches come on the daemon's notice socket (shm)."""
+        return isinstance(self._call, NoticeCall)
+
+    @property
     def request(self):
         return self._request
 
@@ -481,7 +488,10 @@ class Stream:
             if response.header is None:
                 raise errors.Internal("the daemon sent no stream header")
             transport.attach(response.header)
+            if response.header.HasField("notices"):
+                call = NoticeCall.connect(call, response.header.notices)
         except errors.StokerError:
+            transport.close()
             call.close()
             raise
         h = response.header

@@ -171,6 +171,7 @@ class ShmTransport(Transport):
     def prepare(self, open_request):
         super().prepare(open_request)
         open_request.map_shared_ring = True
+        open_request.notice_socket = True  # See _call.NoticeCall.
 
     def attach(self, header):
         super().attach(header)

@@ -30,7 +30,7 @@ ShmDelivery::~ShmDelivery() {
   if (shared_ring_) fd_server_->Unregister(shared_token_);
 }
 
-grpc::ByteBuffer ShmDelivery::Encode(service::ReadyBatch batch) {
+v1::StreamResponse ShmDelivery::Describe(service::ReadyBatch batch) {
   Sent sent;
   bool in_shared_ring = false;
   uint32_t shared_slot = 0;
@@ -61,7 +61,7 @@ grpc::ByteBuffer ShmDelivery::Encode(service::ReadyBatch batch) {
   response.mutable_batch()->set_in_shared_ring(in_shared_ring);
   // The slots stay the client's until it acknowledges the batch; dropping
   // the stream's buffer object here does not free its slot.
-  return SerializeToByteBuffer(response);
+  return response;
 }
 
 void ShmDelivery::Acked(uint64_t epoch, uint64_t step) {

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/service/batch.h"
 #include "server/transport/grpc/buffer_pool.h"
+#include "server/transport/grpc/convert.h"
 #include "server/transport/shm/fd_server.h"
 #include "server/transport/shm/shm_ring.h"
 #include "stoker/v1/stoker.pb.h"
@@ -91,7 +92,12 @@ class ShmDelivery : public Delivery {
   std::unique_ptr<service::BatchBuffer> Take() override {
     return ring_->Take();
   }
-  grpc::ByteBuffer Encode(service::ReadyBatch batch) override;
+  grpc::ByteBuffer Encode(service::ReadyBatch batch) override {
+    return SerializeToByteBuffer(Describe(std::move(batch)));
+  }
+  // The StreamResponse announcing `batch`, for the call or the notice
+  // socket; takes its buffer.
+  v1::StreamResponse Describe(service::ReadyBatch batch);
   void Acked(uint64_t epoch, uint64_t step) override;
   bool MayEnd(uint32_t) const override { return ring_->handed_over(); }
   void DescribeIn(v1::StreamHeader* header) override;

@@ -60,34 +60,42 @@ void StreamReactor::OnReadDone(bool ok) {
     // The next read starts once the stream is open (OpenAndStart).
     HandleOpen(in_);
     return;
-  } else {
-    v1::StreamRequest request;
-    if (!ParseFromByteBuffer(in_, &request) ||
-        !(request.has_ack() || request.has_acks())) {
-      FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              "after open, a stream accepts only acks"));
-      return;
-    }
-    // One Ack, or several in an AckList (header field ack_list).
-    const v1::Ack* single = request.has_ack() ? &request.ack() : nullptr;
-    const int count = single != nullptr ? 1 : request.acks().acks_size();
-    std::shared_ptr<service::Stream> stream;
-    std::shared_ptr<Delivery> delivery;
-    {
-      absl::MutexLock lock(&mu_);
-      unacked_ -= std::min<uint32_t>(unacked_, count);
-      stream = stream_;
-      delivery = delivery_;
-    }
-    for (int i = 0; i < count; ++i) {
-      const v1::Ack& ack = single != nullptr ? *single : request.acks().acks(i);
-      delivery->Acked(ack.position().epoch(), ack.position().step());
-      stream->RecordAck(ack.wait_seconds(), ack.busy_seconds());
-    }
-    Pump();
   }
+  v1::StreamRequest request;
+  if (!ParseFromByteBuffer(in_, &request)) {
+    FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "a stream request that does not parse"));
+    return;
+  }
+  TakeAcks(request);
   absl::MutexLock lock(&mu_);
   if (!finished_) StartRead(&in_);
+}
+
+void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
+  if (!(request.has_ack() || request.has_acks())) {
+    FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "after open, a stream accepts only acks"));
+    return;
+  }
+  // One Ack, or several in an AckList (header field ack_list).
+  const v1::Ack* single = request.has_ack() ? &request.ack() : nullptr;
+  const int count = single != nullptr ? 1 : request.acks().acks_size();
+  std::shared_ptr<service::Stream> stream;
+  std::shared_ptr<Delivery> delivery;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stream_ == nullptr) return;  // Done: OnDone took it.
+    unacked_ -= std::min<uint32_t>(unacked_, count);
+    stream = stream_;
+    delivery = delivery_;
+  }
+  for (int i = 0; i < count; ++i) {
+    const v1::Ack& ack = single != nullptr ? *single : request.acks().acks(i);
+    delivery->Acked(ack.position().epoch(), ack.position().step());
+    stream->RecordAck(ack.wait_seconds(), ack.busy_seconds());
+  }
+  Pump();
 }
 
 void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
@@ -132,6 +140,8 @@ void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
   std::shared_ptr<service::Stream> stream;
   v1::StreamResponse response;
   std::shared_ptr<Delivery> delivery;
+  std::shared_ptr<ShmDelivery> shm_delivery;
+  std::shared_ptr<NoticeChannel> channel;
   if (opened.ok()) {
     stream = opened->stream;
     v1::StreamHeader* header = response.mutable_header();
@@ -153,8 +163,20 @@ void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
         if (open.map_shared_ring()) {
           shared_ring = std::dynamic_pointer_cast<ShmRing>(opened->run_memory);
         }
-        delivery = std::make_shared<ShmDelivery>(*std::move(ring), fd_server_,
-                                                 std::move(shared_ring));
+        shm_delivery = std::make_shared<ShmDelivery>(
+            *std::move(ring), fd_server_, std::move(shared_ring));
+        delivery = shm_delivery;
+        if (open.notice_socket()) {
+          NoticeChannel::Hooks hooks;
+          hooks.connected = [this] { Pump(); };
+          hooks.request = [this](const v1::StreamRequest& r) { TakeAcks(r); };
+          hooks.lost = [this](const absl::Status& s) {
+            FinishOnce(ToGrpcStatus(s));
+          };
+          channel = NoticeChannel::Create(fd_server_, std::move(hooks));
+          header->mutable_notices()->set_path(channel->path());
+          header->mutable_notices()->set_token(channel->token());
+        }
       } else {
         refused = ToGrpcStatus(ring.status());
       }
@@ -177,6 +199,8 @@ void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
     absl::MutexLock lock(&mu_);
     stream_ = stream;
     delivery_ = delivery;
+    shm_delivery_ = std::move(shm_delivery);
+    channel_ = std::move(channel);
     prefetch_ = opened->window;
     pending_header_ =
         std::make_unique<grpc::ByteBuffer>(SerializeToByteBuffer(response));
@@ -209,18 +233,33 @@ void StreamReactor::Pump() {
       if (!stream_->Fill(std::move(buffer))) break;
       ++unacked_;
     }
+    // Over the notice socket, once the client is there (it connects after
+    // reading the header), every finished batch goes out at once.
+    const bool noticing = channel_ != nullptr && channel_->connected();
+    while (noticing) {
+      std::optional<service::ReadyBatch> batch = stream_->TakeReady();
+      if (!batch.has_value()) break;
+      const auto started = std::chrono::steady_clock::now();
+      channel_->Send(shm_delivery_->Describe(*std::move(batch)));
+      stream_->RecordTransfer(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::steady_clock::now() - started)
+              .count());
+    }
     if (writing_) return;
     if (pending_header_ != nullptr) {
       out_ = std::move(*pending_header_);
       pending_header_.reset();
       writing_ = start_write = true;
     } else if (std::optional<service::ReadyBatch> batch =
-                   stream_->TakeReady()) {
+                   channel_ == nullptr ? stream_->TakeReady() : std::nullopt) {
       out_ = delivery_->Encode(*std::move(batch));
       writing_ = start_write = true;
       batch_write_started_ = std::chrono::steady_clock::now();
-    } else if (stream_->Done() && (delivery_->MayEnd(unacked_) ||
-                                   !stream_->status().ok())) {
+    } else if (stream_->Done() &&
+               ((delivery_->MayEnd(unacked_) &&
+                 (channel_ == nullptr || channel_->connected())) ||
+                !stream_->status().ok())) {
       finish = ToGrpcStatus(stream_->status());
     }
   }
@@ -277,6 +316,8 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
       return;
     }
     finished_ = true;
+    // The client reads its notice socket to the end, then the status.
+    if (channel_ != nullptr) channel_->End();
     if (!status.ok()) {
       service_->RecordError(
           static_cast<absl::StatusCode>(status.error_code()));
@@ -295,14 +336,18 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
 void StreamReactor::OnDone() {
   std::shared_ptr<service::Stream> stream;
   std::shared_ptr<Delivery> delivery;
+  std::shared_ptr<NoticeChannel> channel;
   {
     absl::MutexLock lock(&mu_);
     stream = std::move(stream_);
     delivery = std::move(delivery_);
+    shm_delivery_.reset();
+    channel = std::move(channel_);
   }
   // After these return, no callback can reach this reactor.
   if (stream != nullptr) stream->Cancel();
   if (delivery != nullptr) delivery->ClearReturnHook();
+  if (channel != nullptr) channel->Detach();
   Unref();
 }
 

@@ -10,7 +10,10 @@
 //
 // Where buffers come from and how a batch is described on the wire is the
 // stream's Delivery (delivery.h): a zero-copy payload slice for the grpc
-// transport, a slot of a shared-memory ring for shm.
+// transport, a slot of a shared-memory ring for shm. An shm client may ask
+// for a notice socket (notice_channel.h): then batches are announced, and
+// acks taken, there instead of on the call, which carries the header and
+// the final status.
 //
 // Thread-safe: reactions and stream callbacks arrive on any thread. Deletes
 // itself once OnDone has run and no opening thread uses it.
@@ -30,6 +33,7 @@
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/delivery.h"
 #include "server/transport/shm/fd_server.h"
+#include "server/transport/shm/notice_channel.h"
 #include "stoker/v1/stoker.pb.h"
 
 namespace stoker::transport {
@@ -51,6 +55,9 @@ class StreamReactor
 
  private:
   void HandleOpen(const grpc::ByteBuffer& request);
+  // Takes the acks of a request after the open, from the call or the
+  // notice socket; finishes the call on anything else.
+  void TakeAcks(const v1::StreamRequest& request);
   // Runs on its own thread: admits and opens the stream, then starts it.
   void OpenAndStart(const v1::OpenStream& open);
   void Pump();
@@ -75,6 +82,10 @@ class StreamReactor
   absl::Mutex mu_;
   std::shared_ptr<service::Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Delivery> delivery_ ABSL_GUARDED_BY(mu_);
+  // For an shm stream with a notice socket: the socket, and delivery_ as
+  // what it is, which describes batches for the socket.
+  std::shared_ptr<NoticeChannel> channel_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<ShmDelivery> shm_delivery_ ABSL_GUARDED_BY(mu_);
   uint32_t prefetch_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -44,6 +44,16 @@ bool SendFd(int connection, int fd) {
   return sendmsg(connection, &msg, MSG_NOSIGNAL) == 1;
 }
 
+std::string NewToken() {
+  static thread_local std::random_device random;
+  std::string token(FdServer::kTokenBytes, '\0');
+  for (size_t i = 0; i < FdServer::kTokenBytes; i += 4) {
+    const uint32_t r = random();
+    std::memcpy(&token[i], &r, 4);
+  }
+  return token;
+}
+
 }  // namespace
 
 FdServer::FdServer(std::string path, uint32_t mode, int64_t allowed_gid)
@@ -92,20 +102,23 @@ void FdServer::Stop() {
 }
 
 std::string FdServer::Register(const std::shared_ptr<ShmRing>& ring) {
-  static thread_local std::random_device random;
-  std::string token(kTokenBytes, '\0');
-  for (size_t i = 0; i < kTokenBytes; i += 4) {
-    const uint32_t r = random();
-    std::memcpy(&token[i], &r, 4);
-  }
+  std::string token = NewToken();
   absl::MutexLock lock(&mu_);
   rings_[token] = ring;
+  return token;
+}
+
+std::string FdServer::RegisterConnection(std::function<void(int)> take) {
+  std::string token = NewToken();
+  absl::MutexLock lock(&mu_);
+  wanted_[token] = std::move(take);
   return token;
 }
 
 void FdServer::Unregister(const std::string& token) {
   absl::MutexLock lock(&mu_);
   rings_.erase(token);
+  wanted_.erase(token);
 }
 
 void FdServer::AcceptLoop() {
@@ -115,8 +128,7 @@ void FdServer::AcceptLoop() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // Stop() shut the socket down.
     }
-    Serve(connection);
-    close(connection);
+    if (!Serve(connection)) close(connection);
   }
 }
 
@@ -130,29 +142,36 @@ bool FdServer::PeerAllowed(int connection) const {
          (allowed_gid_ >= 0 && cred.gid == static_cast<gid_t>(allowed_gid_));
 }
 
-void FdServer::Serve(int connection) {
+bool FdServer::Serve(int connection) {
   // A client that connects and says nothing must not stall the others.
   timeval timeout{1, 0};
   setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   std::string token(kTokenBytes, '\0');
-  if (!ReadExactly(connection, token.data(), kTokenBytes)) return;
+  if (!ReadExactly(connection, token.data(), kTokenBytes)) return false;
   std::shared_ptr<ShmRing> ring;
+  std::function<void(int)> take;
   if (PeerAllowed(connection)) {
     absl::MutexLock lock(&mu_);
-    auto it = rings_.find(token);
-    if (it != rings_.end()) {
+    if (auto it = rings_.find(token); it != rings_.end()) {
       ring = it->second.lock();
       rings_.erase(it);
+    } else if (auto w = wanted_.find(token); w != wanted_.end()) {
+      take = std::move(w->second);
+      wanted_.erase(w);
     }
   }
   if (ring != nullptr) {
     if (SendFd(connection, ring->fd())) ring->MarkHandedOver();
-  } else {
-    // A plain "no": one byte without a descriptor.
-    const char refused = 0;
-    send(connection, &refused, 1, MSG_NOSIGNAL);
+    return false;
   }
+  const char answer = take ? 1 : 0;  // 0: a plain "no", without a descriptor.
+  if (send(connection, &answer, 1, MSG_NOSIGNAL) != 1 || !take) return false;
+  timeval none{0, 0};
+  setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+  take(connection);
+  return true;
 }
 
 }  // namespace stoker::transport

@@ -7,6 +7,10 @@
 // Only a peer whose uid is the daemon's (or root), or whose gid is the
 // configured group, gets a descriptor: a memfd can be opened by nobody else.
 //
+// A token may also name a connection wanted by its stream (the notice
+// socket, see NoticeSocket in stoker.proto): such a peer gets the byte 1,
+// and the connection is handed over to whoever registered the token.
+//
 // Thread-safe. Owns one thread, started by Start() and joined by Stop();
 // the destructor calls Stop().
 #ifndef STOKER_SERVER_TRANSPORT_SHM_FD_SERVER_H_
@@ -14,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,11 +47,17 @@ class FdServer {
   // Registers `ring` and returns its one-time token. The server holds the
   // ring weakly: a ring whose stream ended is never handed out.
   std::string Register(const std::shared_ptr<ShmRing>& ring);
+  // Registers a wanted connection and returns its one-time token. The
+  // connection that presents it is passed to `take` (on this server's
+  // thread), which owns the descriptor from then on.
+  std::string RegisterConnection(std::function<void(int)> take);
+  // Forgets a token of either kind.
   void Unregister(const std::string& token);
 
  private:
   void AcceptLoop();
-  void Serve(int connection);
+  // Whether the connection was handed over (else the caller closes it).
+  bool Serve(int connection);
   bool PeerAllowed(int connection) const;
 
   const std::string path_;
@@ -57,6 +68,8 @@ class FdServer {
 
   absl::Mutex mu_;
   std::map<std::string, std::weak_ptr<ShmRing>> rings_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::function<void(int)>> wanted_
+      ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -167,8 +167,16 @@ class MemoryStats(_message.Message):
     shared_runs: int
     def __init__(self, reserved_bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., high_water_bytes: _Optional[int] = ..., jobs: _Optional[int] = ..., shared_runs: _Optional[int] = ...) -> None: ...
 
+class NoticeSocket(_message.Message):
+    __slots__ = ["path", "token"]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    token: bytes
+    def __init__(self, path: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
+
 class OpenStream(_message.Message):
-    __slots__ = ["batch_size", "dataset", "drop_last", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "open_timeout", "pipeline", "prefetch", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
+    __slots__ = ["batch_size", "dataset", "drop_last", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "notice_socket", "open_timeout", "pipeline", "prefetch", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DROP_LAST_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +185,7 @@ class OpenStream(_message.Message):
     HOLD_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     MAP_SHARED_RING_FIELD_NUMBER: _ClassVar[int]
+    NOTICE_SOCKET_FIELD_NUMBER: _ClassVar[int]
     OPEN_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +204,7 @@ class OpenStream(_message.Message):
     hold: int
     job_id: str
     map_shared_ring: bool
+    notice_socket: bool
     open_timeout: float
     pipeline: str
     prefetch: int
@@ -205,7 +215,7 @@ class OpenStream(_message.Message):
     transport: Transport
     weight: float
     world_size: int
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ..., notice_socket: bool = ...) -> None: ...
 
 class PipelineInfo(_message.Message):
     __slots__ = ["name", "ops", "outputs"]
@@ -266,8 +276,9 @@ class StorageStats(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
 
 class StreamHeader(_message.Message):
-    __slots__ = ["ack_list", "num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
+    __slots__ = ["ack_list", "notices", "num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
     ACK_LIST_FIELD_NUMBER: _ClassVar[int]
+    NOTICES_FIELD_NUMBER: _ClassVar[int]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +290,7 @@ class StreamHeader(_message.Message):
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     ack_list: bool
+    notices: NoticeSocket
     num_samples: int
     outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     prefetch: int
@@ -289,7 +301,7 @@ class StreamHeader(_message.Message):
     start: Position
     steps_per_epoch: int
     transport: Transport
-    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ...) -> None: ...
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ..., notices: _Optional[_Union[NoticeSocket, _Mapping]] = ...) -> None: ...
 
 class StreamRequest(_message.Message):
     __slots__ = ["ack", "acks", "open"]
