@@ -4,6 +4,8 @@ their batch is released."""
 import gc
 import json
 import mmap
+import os
+import signal
 import threading
 import time
 
@@ -230,3 +232,86 @@ def test_a_daemon_without_ack_lists_gets_one_ack_per_message():
     assert [r.ack for r in old.requests] == acks
     assert [r.WhichOneof("kind") for r in new.requests] == ["acks"] * 2
     assert [list(r.acks.acks) for r in new.requests] == [acks[:2], acks[2:]]
+
+
+def test_batches_and_acks_travel_on_the_notice_socket(client_daemon):
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "bytes", batch_size=3, epochs=1, prefetch=2,
+                       hold=1, transport="shm") as s:
+        assert s.notice_socket
+        call = s._call._call  # The gRPC call under the socket.
+        positions = [b.position for b in s]
+    # The end came as the end of the socket, then status OK on the call.
+    assert s.closed
+    assert positions == [(0, i) for i in range(len(positions))]
+    assert len(positions) == s.info.steps_per_epoch
+    with pytest.raises(StopIteration):
+        call.read()  # Nothing but the header ever came on the call.
+
+
+def test_without_the_notice_socket_batches_come_on_the_call(
+        client_daemon, monkeypatch):
+    # A client that does not ask for the socket (as older ones) gets the
+    # same batches as messages on the call.
+    from stoker import transports
+    client = stoker.Client(client_daemon.address)
+    args = dict(dataset="train", pipeline="bytes", batch_size=5, seed=2,
+                epochs=2, transport="shm")
+    with client.stream(**args) as s:
+        assert s.notice_socket
+        on_socket = digest(s)
+    prepare = transports.ShmTransport.prepare
+
+    def without_socket(self, open_request):
+        prepare(self, open_request)
+        open_request.notice_socket = False
+
+    monkeypatch.setattr(transports.ShmTransport, "prepare", without_socket)
+    with client.stream(**args) as s:
+        assert not s.notice_socket
+        on_call = digest(s)
+    assert on_socket == on_call
+
+
+def test_close_wakes_a_read_waiting_on_the_notice_socket(client_daemon):
+    # The daemon is stopped, so the read waits in recv() on the socket;
+    # close() from another thread must end it.
+    client = stoker.Client(client_daemon.address)
+    s = client.stream("train", "bytes", batch_size=2, epochs=0, prefetch=2,
+                      transport="shm")
+    assert s.notice_socket
+    read = []
+
+    def consume():
+        for batch in s:
+            read.append(batch.position)
+            batch.release()
+
+    os.kill(client_daemon.proc.pid, signal.SIGSTOP)
+    try:
+        reader = threading.Thread(target=consume)
+        reader.start()
+        time.sleep(0.5)
+        assert reader.is_alive(), "the read should be waiting"
+        s.close()
+        reader.join(timeout=5)
+        assert not reader.is_alive(), "close() did not wake the read"
+    finally:
+        os.kill(client_daemon.proc.pid, signal.SIGCONT)
+    assert s.closed
+
+
+def test_a_stream_error_after_the_header_arrives_through_the_socket_end(
+        client_daemon):
+    # The daemon stops the stream (here: it is shut down gracefully) while
+    # the consumer reads the socket: the read sees the socket end, then the
+    # call's status, and the stream reconnects or raises, never hangs.
+    client = stoker.Client(client_daemon.address)
+    s = client.stream("train", "bytes", batch_size=2, epochs=0,
+                      transport="shm", reconnect_timeout=0.5)
+    assert s.notice_socket
+    next(s).release()
+    client_daemon.stop()
+    with pytest.raises(stoker.Unavailable):
+        for batch in s:
+            batch.release()
