@@ -19,6 +19,7 @@
 #include "stoker/client.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 #include "tests/testing/consume.h"
+#include "tests/testing/dataset_fixture.h"
 #include "tests/testing/test_server.h"
 
 namespace stoker {
@@ -298,6 +299,31 @@ TEST_F(ShmTest, ClientReadsBatchesFromTheNoticeSocket) {
   auto over_grpc = client->OpenStream(Options("grpc"));
   ASSERT_TRUE(over_grpc.ok()) << over_grpc.status();
   EXPECT_FALSE((*over_grpc)->info().notice_socket);
+}
+
+// A stream that fails in the daemon: the notice socket ends, and Next()
+// returns the call's status, not an end of stream.
+TEST(ShmNoticeErrorTest, AStreamErrorComesFromTheCallAfterTheSocketEnds) {
+  testing::ScopedTempDir data;
+  auto dir = testing::MakeTestDataset(data.path(), 40, 2, 2, /*seed=*/3);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_TRUE(testing::CorruptRecordOnDisk(*dir, 5).ok());
+  TestServerOptions options;
+  options.dataset_dir = *dir;
+  options.on_corrupt = "fail";
+  auto server = TestServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Client::Connect((*server)->target());
+  StreamOptions o = Options("shm");
+  o.batch_size = 40;  // One batch holds the whole epoch, and record 5.
+  auto stream = client->OpenStream(o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_TRUE((*stream)->info().notice_socket);
+  Batch batch;
+  const absl::Status s = (*stream)->Next(&batch);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("key 5"));
+  EXPECT_TRUE(absl::IsFailedPrecondition((*stream)->Next(&batch)));
 }
 
 // An OpenStream of a finite shm stream with a two-slot ring.
