@@ -315,3 +315,53 @@ def test_a_stream_error_after_the_header_arrives_through_the_socket_end(
     with pytest.raises(stoker.Unavailable):
         for batch in s:
             batch.release()
+
+
+def test_notice_call_framing_on_a_socketpair():
+    # Frames split across reads and several in one read come out whole and
+    # in order; the end of the socket hands over to the call's status; a
+    # connection that ends inside a frame is DataLoss even if the call ends
+    # OK; an oversized frame is DataLoss.
+    import socket
+    from stoker._call import NoticeCall
+    from stoker._proto.stoker.v1 import stoker_pb2 as pb
+
+    class EndedCall:
+        def read(self):
+            raise StopIteration
+
+        def close(self):
+            pass
+
+    def frame(step):
+        body = pb.StreamResponse(batch=pb.Batch(
+            step=step, sample_ids=range(step))).SerializeToString()
+        return len(body).to_bytes(4, "little") + body
+
+    ours, daemon = socket.socketpair()
+    call = NoticeCall(EndedCall(), ours, "test")
+    data = b"".join(frame(i) for i in range(50))
+    sender = threading.Thread(target=lambda: [
+        daemon.sendall(data[i:i + 7]) for i in range(0, len(data), 7)])
+    sender.start()
+    assert [call.read().batch.step for _ in range(50)] == list(range(50))
+    sender.join()
+    daemon.close()
+    with pytest.raises(StopIteration):
+        call.read()
+
+    ours, daemon = socket.socketpair()
+    call = NoticeCall(EndedCall(), ours, "test")
+    daemon.sendall(frame(3) + frame(4)[:-1])
+    daemon.close()
+    assert call.read().batch.step == 3
+    with pytest.raises(stoker.DataLoss, match="inside a frame"):
+        call.read()
+
+    ours, daemon = socket.socketpair()
+    call = NoticeCall(EndedCall(), ours, "test")
+    daemon.sendall((2 << 20).to_bytes(4, "little"))
+    with pytest.raises(stoker.DataLoss, match="at most"):
+        call.read()
+    daemon.close()
+    call.close()

@@ -104,9 +104,11 @@ class NoticeCall:
 
     MAX_FRAME = 1 << 20
 
-    def __init__(self, call, sock):
+    def __init__(self, call, sock, path=""):
         self._call = call
         self._sock = sock
+        self._path = path
+        self._truncated = False
         self._send_lock = threading.Lock()
         self._buffer = bytearray(64 << 10)
         self._start = self._end = 0
@@ -134,7 +136,7 @@ class NoticeCall:
             raise errors.PermissionDenied(
                 f"stokerd refused this stream's notice socket on "
                 f"{notices.path}")
-        return cls(call, sock)
+        return cls(call, sock, notices.path)
 
     def read(self, timeout=None):
         if not self._ended:
@@ -142,8 +144,16 @@ class NoticeCall:
             if frame is not None:
                 return self._parse(frame)
             self._ended = True
+            self._truncated = self._end > self._start
             self._sock.close()
-        response = self._call.read()
+        try:
+            response = self._call.read()
+        except StopIteration:
+            if self._truncated:
+                raise errors.DataLoss(
+                    f"the notice socket {self._path} ended inside a frame, "
+                    f"yet the stream ended normally") from None
+            raise
         raise errors.Internal(
             "the daemon sent a message on the call after the header of a "
             "stream with a notice socket" if response.batch is not None
