@@ -77,7 +77,8 @@ def main():
             if first is None:
                 first = time.perf_counter() - t0
             samples += len(batch.sample_ids)
-            nbytes += batch.nbytes
+            if not nbytes:
+                nbytes = batch.nbytes // len(batch.sample_ids)  # Per sample.
             batches += 1
             batch.release()
             if step:
@@ -103,7 +104,9 @@ def main():
                 if first is None:
                     first = time.perf_counter() - t0
                 samples += batch["image"].shape[0]
-                nbytes += sum(t.element_size() * t.nelement() for t in batch.values())
+                if not nbytes:  # Per sample, once: the rest is as a trainer's.
+                    nbytes = sum(t.element_size() * t.nelement()
+                                 for t in batch.values()) // samples
                 batches += 1
                 if step:
                     time.sleep(step)
@@ -122,6 +125,7 @@ def main():
     elif loader.stream is not None:
         loader.stream.close()
     teardown = time.process_time() - cpu0 - cpu
+    nbytes *= samples  # Every tensor's size is proportional to its batch.
     json.dump({"samples": samples, "batches": batches, "bytes": nbytes, "seconds": seconds,
                "samples_per_second": samples / seconds if seconds > 0 else 0.0,
                "first_batch_seconds": first, "cpu_seconds": cpu,

@@ -271,9 +271,14 @@ class Loader:
                 batch.release()
 
     def _stream_at_cursor(self):
-        steps = self._steps_per_epoch()
-        if 0 < steps <= self._position.step:  # A rank with one step fewer.
-            self._position = Position(self._position.epoch + 1, 0)
+        # A cursor past an epoch's last step (a rank with one step fewer)
+        # moves on to the next epoch. Only a cursor past step 0 needs the
+        # count first; otherwise the stream's header brings the dataset's
+        # size, which saves the trainer a call before its first batch.
+        if self._position.step > 0:
+            steps = self._steps_per_epoch()
+            if 0 < steps <= self._position.step:
+                self._position = Position(self._position.epoch + 1, 0)
         if self._epochs is not None and self._position.epoch >= self._epochs:
             self._close_stream()
             return None
@@ -289,6 +294,14 @@ class Loader:
                 transport=self._transport, prefetch=r.prefetch,
                 start=self._position, hold=r.hold,
                 reconnect_timeout=self._reconnect_timeout)
+            if self._num_samples is None:
+                self._num_samples = self._stream.info.num_samples
+                try:
+                    self._check_saved_size()
+                except ValueError:
+                    self._close_stream()
+                    raise
+            steps = self._steps_per_epoch()
             header_steps = self._stream.info.steps_per_epoch
             if header_steps != steps:
                 warnings.warn(
