@@ -36,6 +36,7 @@ AutotuneDecision Autotuner::Observe(const AutotuneMeasurement& m) {
     probe_ = Probe::kNone;
     calm_periods_ = 0;
     burst_periods_ = 0;
+    busy_periods_ = 0;
     current_.reason = "hold: idle";
     return current_;
   }
@@ -97,7 +98,9 @@ void Autotuner::TuneWorkers(const AutotuneMeasurement& m, double rate,
                         limits_.min_workers, limits_.max_workers);
   }
   const bool blocked_down = floor_hold_ > 0 && w - 1 <= floor_;
-  if (w > usable && !blocked_down) {
+  busy_periods_ = w > usable ? busy_periods_ + 1 : 0;
+  if (busy_periods_ >= kBusyPeriods && !blocked_down) {
+    busy_periods_ = 0;
     rate_before_probe_ = rate;
     probe_ = Probe::kDown;
     --w;

@@ -14,9 +14,11 @@
 //      worker taken away must not lower it by more than kGain, or it is given
 //      back and the count below is not tried for kHoldPeriods.
 //   2. Idle (no samples): nothing changes.
-//   3. More workers than free cores (rounded; other processes took some):
-//      one worker less, as a probe, so the cores go back to the trainer
-//      unless the rate drops by more than kGain without it.
+//   3. More workers than free cores (rounded; other processes took some)
+//      for kBusyPeriods in a row: one worker less, as a probe, so the cores
+//      go back to the trainer unless the rate drops by more than kGain
+//      without it. One period is not enough: a trainer that starts (imports
+//      torch, say) takes a core for a moment just as its stream begins.
 //   4. The consumers stall (wait share above kStallHigh) and a core is free:
 //      one more worker, as a probe.
 //   5. The consumers never stall (wait share below kStallLow) and one worker
@@ -95,6 +97,7 @@ class Autotuner {
   static constexpr int kHoldPeriods = 20;
   static constexpr int kCalmPeriods = 20;
   static constexpr int kBurstPeriods = 4;
+  static constexpr int kBusyPeriods = 2;
   static constexpr int64_t kMinAcks = 16;
   static constexpr uint32_t kPrefetchStep = 2;
   static constexpr uint32_t kMaxTunedPrefetch = 16;
@@ -126,6 +129,7 @@ class Autotuner {
   int floor_hold_ = 0;
   int calm_periods_ = 0;
   int burst_periods_ = 0;
+  int busy_periods_ = 0;  // In a row with fewer free cores than workers.
 };
 
 }  // namespace stoker::service
