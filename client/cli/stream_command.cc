@@ -128,6 +128,7 @@ int RunStream(const StreamFlags& flags) {
         {"next_position", {{"epoch", next.epoch}, {"step", next.step}}},
         {"reconnects", (*stream)->reconnects()},
         {"transport", (*stream)->info().transport},
+        {"notice_socket", (*stream)->info().notice_socket},
         {"status", ended ? "OK" : status.ToString()}};
     std::printf("%s\n", out.dump().c_str());
   } else {

@@ -64,6 +64,7 @@ def test_shm_and_grpc_deliver_the_same_bytes(daemon):
                              "--transport", transport))
         result = json.loads(out.stdout)
         assert result["transport"] == transport
+        assert result["notice_socket"] == (transport == "shm")
         digests[transport] = result["content_digest"]
     assert digests["grpc"] == digests["shm"]
 
