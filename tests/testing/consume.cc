@@ -13,8 +13,10 @@ std::string BatchBytes(const Batch& batch) {
 }
 
 StreamOptions TestStream(const std::string& pipeline, uint32_t batch_size,
-                         uint64_t seed, uint64_t epochs) {
+                         uint64_t seed, uint64_t epochs,
+                         const std::string& transport) {
   StreamOptions o;
+  o.transport = transport;
   o.dataset = "train";
   o.pipeline = pipeline;
   o.batch_size = batch_size;

@@ -27,7 +27,8 @@ struct Consumed {
 // A stream of a TestServer's dataset through `pipeline`, with open and
 // reconnect timeouts that a loaded machine meets.
 StreamOptions TestStream(const std::string& pipeline, uint32_t batch_size,
-                         uint64_t seed, uint64_t epochs = 1);
+                         uint64_t seed, uint64_t epochs = 1,
+                         const std::string& transport = "grpc");
 
 // Opens a stream at `target` and reads `max_batches` batches (0: all).
 Consumed Consume(const std::string& target, const StreamOptions& options,
