@@ -166,7 +166,12 @@ TEST(SharingTest, TwoSharedJobsReceiveIdenticalBytesBuiltOnce) {
 }
 
 TEST(SharingTest, ShmConsumersReadTheRunsBatchesInPlace) {
-  auto server = TestServer::Start(TestServerOptions{});
+  // A lag window longer than the stream: neither consumer is detached, even
+  // when a loaded machine leaves one thread waiting while the other reads
+  // ahead (the lag tests below cover detaching).
+  TestServerOptions options;
+  options.extra_yaml = "sharing: {lag_window: 64}\n";
+  auto server = TestServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   StreamOptions alone = Options("alone", 2);
   alone.share = false;
