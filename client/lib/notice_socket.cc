@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shm_mapping.h"
 
 namespace stoker {
 namespace {
@@ -20,48 +21,19 @@ constexpr size_t kLengthBytes = 4;
 // Room for a read() to bring many notices (a few hundred bytes each) at once.
 constexpr size_t kReadChunk = 64 << 10;
 
-// SO_RCVTIMEO and SO_SNDTIMEO of `fd`; zero seconds: no bound.
-void SetTimeouts(int fd, int seconds) {
-  timeval tv{};
-  tv.tv_sec = seconds;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NoticeSocket>> NoticeSocket::Connect(
     const v1::NoticeSocket& notices) {
   const std::string& path = notices.path();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the notice socket path '", path, "' is empty or longer than ",
-        sizeof(addr.sun_path) - 1, " bytes"));
-  }
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot make a socket for the notice socket ", path, ": ",
-        std::strerror(errno)));
-  }
+  absl::StatusOr<int> fd = PresentToken(path, notices.token(), "notice socket");
+  if (!fd.ok()) return fd.status();
   // The descriptor is the NoticeSocket's from here on, also on errors.
-  auto socket = std::make_unique<NoticeSocket>(fd, path);
-  // The handshake is bounded; the stream's reads after it are not (a
-  // trainer may wait for its data as long as it takes).
-  SetTimeouts(fd, 10);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      send(fd, notices.token().data(), notices.token().size(),
-           MSG_NOSIGNAL) != static_cast<ssize_t>(notices.token().size())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot reach the notice socket ", path, ": ", std::strerror(errno)));
-  }
+  auto socket = std::make_unique<NoticeSocket>(*fd, path);
   char verdict = 0;
   ssize_t got;
   do {
-    got = recv(fd, &verdict, 1, 0);
+    got = recv(*fd, &verdict, 1, 0);
   } while (got < 0 && errno == EINTR);
   if (got < 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -78,7 +50,11 @@ absl::StatusOr<std::unique_ptr<NoticeSocket>> NoticeSocket::Connect(
         ": the token is unknown or spent, or this process's user is not the "
         "daemon's and not in its socket group"));
   }
-  SetTimeouts(fd, 0);
+  // The stream's reads are not bounded: a trainer may wait for its data as
+  // long as it takes.
+  timeval none{};
+  setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
   return socket;
 }
 

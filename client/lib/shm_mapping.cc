@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -16,23 +17,40 @@ ShmMapping::~ShmMapping() {
   if (base != nullptr) munmap(const_cast<uint8_t*>(base), bytes);
 }
 
+absl::StatusOr<int> PresentToken(const std::string& path,
+                                 const std::string& token, const char* what) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the ", what, " path '", path, "' is empty or longer than ",
+        sizeof(addr.sun_path) - 1, " bytes"));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{};
+  tv.tv_sec = 10;
+  if (fd < 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      send(fd, token.data(), token.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(token.size())) {
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot reach the ", what, " ", path, ": ", std::strerror(err)));
+  }
+  return fd;
+}
+
 // Fetches and maps a stream's ring: connects to the daemon's fd socket,
 // sends the token and receives the memfd (see ShmRing in stoker.proto).
 absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring) {
-  const int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, ring.fd_socket().c_str(),
-               sizeof(addr.sun_path) - 1);
-  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      send(sock, ring.token().data(), ring.token().size(), MSG_NOSIGNAL) !=
-          static_cast<ssize_t>(ring.token().size())) {
-    const int err = errno;
-    close(sock);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot reach the shm socket ", ring.fd_socket(), ": ",
-                     std::strerror(err)));
-  }
+  absl::StatusOr<int> connected =
+      PresentToken(ring.fd_socket(), ring.token(), "shm socket");
+  if (!connected.ok()) return connected.status();
+  const int sock = *connected;
   char byte;
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
@@ -42,7 +60,13 @@ absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring) 
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   const ssize_t got = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  const int err = errno;
   close(sock);
+  if (got < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "stokerd did not answer on the shm socket ", ring.fd_socket(),
+        " within 10 s: ", std::strerror(err)));
+  }
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   if (got != 1 || cmsg == nullptr || cmsg->cmsg_type != SCM_RIGHTS) {
     return absl::PermissionDeniedError(absl::StrCat(

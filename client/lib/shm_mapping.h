@@ -1,11 +1,12 @@
 // The client's side of a shm ring (see ShmRing in stoker.proto): fetching
-// its descriptor from the daemon and mapping it read-only.
+// its descriptor from the daemon's fd socket and mapping it read-only.
 #ifndef STOKER_CLIENT_LIB_SHM_MAPPING_H_
 #define STOKER_CLIENT_LIB_SHM_MAPPING_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "stoker/v1/stoker.pb.h"
@@ -21,6 +22,14 @@ struct ShmMapping {
   size_t slot_bytes = 0;
   ~ShmMapping();
 };
+
+// A connection to the daemon's fd socket at `path` that has presented
+// `token`, what the daemon hands out for it (a ring's descriptor, or a
+// notice socket's verdict) still to be read. Its reads and writes time out
+// after 10 s. FailedPrecondition, naming the `what` (e.g. "shm socket") and
+// the path, when the socket cannot be reached.
+absl::StatusOr<int> PresentToken(const std::string& path,
+                                 const std::string& token, const char* what);
 
 // Fetches and maps a stream's ring: connects to the daemon's fd socket,
 // sends the token and receives the memfd (see ShmRing in stoker.proto).
