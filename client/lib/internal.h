@@ -1,0 +1,27 @@
+// What client.cc and stream.cc share: the client's connection, and the
+// status conversion.
+#ifndef STOKER_CLIENT_LIB_INTERNAL_H_
+#define STOKER_CLIENT_LIB_INTERNAL_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "stoker/client.h"
+#include "stoker/v1/stoker.grpc.pb.h"
+
+namespace stoker {
+
+struct Client::Impl {
+  std::string target;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Stoker::Stub> stub;
+};
+
+absl::Status FromGrpc(const grpc::Status& s);
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_LIB_INTERNAL_H_

@@ -1,0 +1,383 @@
+// Stream and Batch: one stream's protocol (open with transport fallback,
+// reconnect and resume, acks) over a Stream::Call (stream_call.h).
+#include "stoker/client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "internal.h"
+#include "stream_call.h"
+
+namespace stoker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+DType FromProto(v1::DType t) {
+  switch (t) {
+    case v1::DTYPE_UINT8:
+      return DType::kUint8;
+    case v1::DTYPE_INT64:
+      return DType::kInt64;
+    case v1::DTYPE_FLOAT16:
+      return DType::kFloat16;
+    case v1::DTYPE_FLOAT32:
+      return DType::kFloat32;
+    default:
+      return DType::kUnknown;
+  }
+}
+
+// "grpc", "shm", "cuda_ipc", "auto" (shm, then grpc), or a comma-separated
+// list of them tried in order.
+absl::StatusOr<std::vector<v1::Transport>> ParseTransports(
+    const std::string& spec) {
+  std::vector<v1::Transport> out;
+  for (absl::string_view name : absl::StrSplit(spec, ',')) {
+    if (name.empty() || name == "grpc") {
+      out.push_back(v1::TRANSPORT_GRPC);
+    } else if (name == "shm") {
+      out.push_back(v1::TRANSPORT_SHM);
+    } else if (name == "cuda_ipc") {
+      out.push_back(v1::TRANSPORT_CUDA_IPC);
+    } else if (name == "auto") {
+      out.push_back(v1::TRANSPORT_SHM);
+      out.push_back(v1::TRANSPORT_GRPC);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "transport '", name,
+          "' is unknown; use grpc, shm, cuda_ipc, auto, or a list like "
+          "cuda_ipc,shm,grpc"));
+    }
+  }
+  return out;
+}
+
+std::string TransportName(v1::Transport t) {
+  switch (t) {
+    case v1::TRANSPORT_SHM:
+      return "shm";
+    case v1::TRANSPORT_CUDA_IPC:
+      return "cuda_ipc";
+    default:
+      return "grpc";
+  }
+}
+
+}  // namespace
+
+Batch::Batch() = default;
+Batch::~Batch() = default;
+Batch::Batch(Batch&&) noexcept = default;
+Batch& Batch::operator=(Batch&&) noexcept = default;
+
+uint64_t Batch::epoch() const {
+  return message_ ? message_->response.batch().epoch() : 0;
+}
+
+uint64_t Batch::step() const {
+  return message_ ? message_->response.batch().step() : 0;
+}
+
+const TensorView* Batch::Find(const std::string& name) const {
+  for (const TensorView& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+Stream::Stream(Client* client, StreamOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      release_(std::make_shared<ReleaseQueue>()) {
+  position_ = options_.start;
+}
+
+Stream::~Stream() { Cancel(); }
+
+void Stream::Cancel() {
+  if (call_ != nullptr && !call_->finished) call_->End(/*cancel=*/true);
+}
+
+absl::Status Stream::Open(Clock::time_point deadline) {
+  absl::StatusOr<std::vector<v1::Transport>> transports =
+      ParseTransports(options_.transport);
+  if (!transports.ok()) return transports.status();
+  std::string refusals;
+  for (size_t i = 0; i < transports->size(); ++i) {
+    const v1::Transport transport = (*transports)[i];
+    absl::Status s = OpenWith(transport, deadline);
+    const bool fall_back = absl::IsFailedPrecondition(s) ||
+                           absl::IsPermissionDenied(s);
+    if (!fall_back || i + 1 == transports->size()) {
+      if (s.ok()) {
+        info_.fallbacks = refusals;
+        // A reconnect keeps the transport that worked.
+        options_.transport = TransportName(transport);
+      }
+      return s;
+    }
+    absl::StrAppend(&refusals, refusals.empty() ? "" : "; ",
+                    TransportName(transport), ": ", s.message());
+  }
+  return absl::InternalError("no transport to try");
+}
+
+absl::Status Stream::OpenWith(int transport_number,
+                              Clock::time_point deadline) {
+  const auto transport = static_cast<v1::Transport>(transport_number);
+  Cancel();
+  const auto wait = deadline - Clock::now();
+  if (!client_->impl_->channel->WaitForConnected(
+          std::chrono::system_clock::now() + wait)) {
+    // A fail-fast call tells why: no listener, or a TLS handshake refused.
+    grpc::ClientContext probe;
+    probe.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(1));
+    v1::ListDatasetsResponse ignored;
+    const grpc::Status why = client_->impl_->stub->ListDatasets(
+        &probe, v1::ListDatasetsRequest(), &ignored);
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach stokerd at ", client_->impl_->target,
+                     why.ok() ? "" : ": ", why.error_message()));
+  }
+  call_ = std::make_unique<Call>();
+  call_->rw = client_->impl_->stub->Stream(&call_->context);
+
+  v1::StreamRequest request;
+  v1::OpenStream* open = request.mutable_open();
+  open->set_dataset(options_.dataset);
+  open->set_pipeline(options_.pipeline);
+  open->set_batch_size(options_.batch_size);
+  open->set_seed(options_.seed);
+  open->set_epochs(options_.epochs);
+  open->set_rank(options_.rank);
+  open->set_world_size(options_.world_size);
+  open->set_job_id(options_.job_id);
+  open->set_drop_last(options_.drop_last);
+  open->set_prefetch(options_.prefetch);
+  open->set_transport(transport);
+  open->set_hold(options_.hold);
+  open->set_weight(options_.weight);
+  open->set_share(options_.share);
+  open->set_map_shared_ring(true);
+  open->set_notice_socket(transport == v1::TRANSPORT_SHM);
+  open->set_open_timeout(
+      std::chrono::duration<double>(options_.open_timeout).count());
+  open->mutable_start()->set_epoch(position_.epoch);
+  open->mutable_start()->set_step(position_.step);
+
+  v1::StreamResponse response;
+  if (!call_->rw->Write(request) || !call_->rw->Read(&response)) {
+    absl::Status s = FromGrpc(call_->End(/*cancel=*/false));
+    return s.ok() ? absl::UnavailableError("stream closed while opening") : s;
+  }
+  if (!response.has_header()) {
+    return absl::InternalError("daemon sent no stream header");
+  }
+  const v1::StreamHeader& h = response.header();
+  info_.num_samples = h.num_samples();
+  info_.steps_per_epoch = h.steps_per_epoch();
+  info_.samples_per_epoch = h.samples_per_epoch();
+  info_.prefetch = h.prefetch();
+  info_.shared = h.shared();
+  ack_list_ = h.ack_list();
+  info_.transport = TransportName(h.transport());
+  info_.notice_socket = false;
+  {
+    // Batches of an earlier connection must not ack into this one.
+    std::lock_guard<std::mutex> lock(release_->mu);
+    ++release_->generation;
+    release_->acks.clear();
+    release_->held = 0;
+  }
+  // The shared ring first: the daemon may end a short stream as soon as
+  // the stream's own ring is handed over.
+  auto map = [](const v1::ShmRing& ring,
+                std::shared_ptr<ShmMapping>* out) -> absl::Status {
+    auto mapping = MapShmRing(ring);
+    if (!mapping.ok()) return mapping.status();
+    *out = *std::move(mapping);
+    return absl::OkStatus();
+  };
+  absl::Status mapped;
+  if (h.has_shared_ring()) mapped = map(h.shared_ring(), &call_->shared_shm);
+  if (mapped.ok() && h.has_shm()) mapped = map(h.shm(), &call_->shm);
+  if (mapped.ok() && call_->shm != nullptr && h.has_notices()) {
+    // The daemon sends no batch before we connect.
+    absl::StatusOr<std::unique_ptr<NoticeSocket>> notices =
+        NoticeSocket::Connect(h.notices());
+    if (notices.ok()) {
+      call_->notices = *std::move(notices);
+      info_.notice_socket = true;
+    } else {
+      mapped = notices.status();
+    }
+  }
+  if (!mapped.ok()) {
+    Cancel();
+    return mapped;
+  }
+  if (call_->shm == nullptr) {
+    // grpc: a reader thread takes large payloads off the wire while the
+    // caller works. shm messages are small: the caller reads them itself.
+    call_->StartReader();
+  }
+  last_return_ = Clock::now();
+  return absl::OkStatus();
+}
+
+absl::Status Stream::Reconnect(const absl::Status& cause) {
+  const Clock::time_point give_up = Clock::now() + options_.reconnect_timeout;
+  std::chrono::milliseconds backoff(50);
+  absl::Status last = cause;
+  while (Clock::now() < give_up) {
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    last = Open(std::min(give_up, Clock::now() + options_.open_timeout));
+    if (last.ok()) {
+      ++reconnects_;
+      return last;
+    }
+    if (last.code() != absl::StatusCode::kUnavailable &&
+        last.code() != absl::StatusCode::kDeadlineExceeded) {
+      return last;
+    }
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "stokerd at ", client_->impl_->target, " did not come back within ",
+      options_.reconnect_timeout.count(), " ms to resume at epoch ",
+      position_.epoch, " step ", position_.step, ": ", last.message()));
+}
+
+void Stream::FlushReleased() {
+  std::vector<v1::Ack> acks;
+  {
+    std::lock_guard<std::mutex> lock(release_->mu);
+    // Where the daemon takes AckLists, a lone ack waits for the next one
+    // (a message less per batch) unless the daemon would then have fewer
+    // than `prefetch` slots to fill: the ring has prefetch + hold slots.
+    const size_t pending = release_->acks.size();
+    if (ack_list_ && pending < 2 &&
+        release_->held + pending <= std::max<uint32_t>(1, options_.hold)) {
+      return;
+    }
+    acks.swap(release_->acks);
+  }
+  if (acks.empty()) return;
+  v1::StreamRequest request;
+  if (ack_list_) {
+    for (v1::Ack& ack : acks) *request.mutable_acks()->add_acks() = std::move(ack);
+    call_->Send(request);
+    return;
+  }
+  for (v1::Ack& ack : acks) {
+    *request.mutable_ack() = std::move(ack);
+    call_->Send(request);
+  }
+}
+
+absl::Status Stream::Next(Batch* batch) {
+  // The caller is done with the batch it passes in: for shm, this frees its
+  // slot, which the ack below hands back to the daemon.
+  *batch = Batch();
+  const Clock::time_point asked = Clock::now();
+  for (;;) {
+    if (call_ == nullptr || call_->finished) {
+      return absl::FailedPreconditionError("stream is closed");
+    }
+    FlushReleased();
+    absl::StatusOr<std::unique_ptr<Batch::Message>> popped = call_->Pop();
+    if (!popped.ok()) {
+      call_->End(/*cancel=*/true);
+      return popped.status();
+    }
+    if (std::unique_ptr<Batch::Message> message = *std::move(popped)) {
+      if (!message->response.has_batch()) {
+        return absl::InternalError("daemon sent a second header");
+      }
+      const v1::Batch& b = message->response.batch();
+      const Clock::time_point now = Clock::now();
+      v1::Ack ack;
+      ack.mutable_position()->set_epoch(b.epoch());
+      ack.mutable_position()->set_step(b.step());
+      ack.set_wait_seconds(std::chrono::duration<double>(now - asked).count());
+      ack.set_busy_seconds(
+          std::chrono::duration<double>(asked - last_return_).count());
+      last_return_ = now;
+
+      // The bytes the tensors live in: the payload, or the batch's slot.
+      const uint8_t* base =
+          reinterpret_cast<const uint8_t*>(b.payload().data());
+      size_t size = b.payload().size();
+      if (call_->shm != nullptr) {
+        const std::shared_ptr<ShmMapping>& ring =
+            b.in_shared_ring() ? call_->shared_shm : call_->shm;
+        if (ring == nullptr || b.slot() >= ring->slots) {
+          return absl::DataLossError(absl::StrCat(
+              "batch of epoch ", b.epoch(), " step ", b.step(), " names slot ",
+              b.slot(), " of ",
+              b.in_shared_ring() ? "the shared ring" : "the stream's ring",
+              ", which has ", ring == nullptr ? 0 : ring->slots, " slots"));
+        }
+        base = ring->base + b.slot() * ring->slot_bytes;
+        size = ring->slot_bytes;
+        // Acknowledged when the caller releases the batch: until then the
+        // slot is the caller's.
+        message->shm = ring;
+        message->release = release_;
+        {
+          std::lock_guard<std::mutex> lock(release_->mu);
+          message->generation = release_->generation;
+          ++release_->held;
+        }
+        message->ack = std::move(ack);
+      } else {
+        // The bytes are ours now: acknowledge at once, which frees a
+        // prefetch slot and reports the data stall.
+        v1::StreamRequest request;
+        *request.mutable_ack() = std::move(ack);
+        call_->Send(request);
+      }
+
+      position_ = Position{b.epoch(), b.step() + 1};
+      if (position_.step == info_.steps_per_epoch) {
+        position_ = Position{b.epoch() + 1, 0};
+      }
+      batch->sample_ids_.assign(b.sample_ids().begin(), b.sample_ids().end());
+      batch->skipped_ids_.assign(b.skipped_ids().begin(),
+                                 b.skipped_ids().end());
+      batch->shared_ = b.shared();
+      batch->tensors_.clear();
+      for (const v1::TensorSpec& t : b.tensors()) {
+        if (t.offset() + t.length() > size) {
+          return absl::DataLossError(absl::StrCat(
+              "tensor '", t.name(), "' of epoch ", b.epoch(), " step ",
+              b.step(), " lies outside its batch"));
+        }
+        batch->tensors_.push_back(
+            TensorView{t.name(), FromProto(t.dtype()),
+                       {t.shape().begin(), t.shape().end()},
+                       base + t.offset(), t.length()});
+      }
+      batch->message_ = std::move(message);
+      return absl::OkStatus();
+    }
+    absl::Status s = FromGrpc(call_->End(/*cancel=*/false));
+    if (s.ok() && call_->notices != nullptr && call_->notices->truncated()) {
+      return absl::DataLossError(absl::StrCat(
+          "the notice socket ", call_->notices->path(),
+          " ended inside a frame, yet the stream ended normally"));
+    }
+    if (s.ok()) return absl::OutOfRangeError("end of stream");
+    if (s.code() != absl::StatusCode::kUnavailable) return s;
+    if (absl::Status r = Reconnect(s); !r.ok()) return r;
+  }
+}
+
+}  // namespace stoker
