@@ -42,10 +42,18 @@ absl::Status ClearStaleSocket(const std::string& path) {
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
   const bool live =
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  // The peer of a connected unix socket is the process that listens.
+  ucred holder{};
+  socklen_t len = sizeof(holder);
+  const bool known =
+      live && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &holder, &len) == 0 &&
+      holder.pid > 0;
   close(fd);
   if (live) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "another daemon is listening on ", path, "; stop it first"));
+        "another daemon is listening on ", path,
+        known ? absl::StrCat(" (pid ", holder.pid, ")") : "",
+        "; stop it first, or give this one another listen.unix"));
   }
   unlink(path.c_str());
   return absl::OkStatus();
@@ -348,9 +356,9 @@ void StokerServer::Stop() {
   if (fd_server_ != nullptr) fd_server_->Stop();
   if (autotune_ != nullptr) autotune_->Stop();
   if (pool_ != nullptr) pool_->Stop();
-  if (!options_.listen.unix_path.empty()) {
-    unlink(options_.listen.unix_path.c_str());
-  }
+  // Only a socket this daemon bound: after --check-config, or a start
+  // refused because another daemon holds the path, the file is that one's.
+  if (unix_acceptor_ != nullptr) unlink(options_.listen.unix_path.c_str());
 }
 
 absl::Status StokerServer::Reload(const config::ServerOptions& options) {

@@ -129,6 +129,7 @@ int RunStream(const StreamFlags& flags) {
         {"reconnects", (*stream)->reconnects()},
         {"transport", (*stream)->info().transport},
         {"notice_socket", (*stream)->info().notice_socket},
+        {"share_refused", (*stream)->info().share_refused},
         {"status", ended ? "OK" : status.ToString()}};
     std::printf("%s\n", out.dump().c_str());
   } else {
@@ -215,9 +216,10 @@ void AddStreamCommand(CLI::App& app) {
   cmd->add_flag("--json", flags->json,
                 "End with one JSON line: samples, batches, skipped_samples, "
                 "shared_batches, seconds, samples_per_second, "
-                "first_batch_seconds, "
+                "first_batch_seconds, steady_samples_per_second, "
                 "content_digest (XXH3-64 of all tensor bytes in order), "
-                "next_position");
+                "next_position, reconnects, transport, notice_socket, "
+                "share_refused (why --share built alone), status");
   cmd->add_flag("--quiet,-q", flags->quiet, "No progress line on stderr");
   cmd->callback([flags] { throw CLI::RuntimeError(RunStream(*flags)); });
 }

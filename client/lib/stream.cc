@@ -186,6 +186,7 @@ absl::Status Stream::OpenWith(int transport_number,
   info_.samples_per_epoch = h.samples_per_epoch();
   info_.prefetch = h.prefetch();
   info_.shared = h.shared();
+  info_.share_refused = h.share_refused();
   ack_list_ = h.ack_list();
   info_.transport = TransportName(h.transport());
   info_.notice_socket = false;

@@ -26,6 +26,7 @@
 #include "server/config/config_reference.h"
 #include "server/config/value_readers.h"
 #include "server/config/yaml_util.h"
+#include "server/pipeline/worker_pool.h"
 
 namespace stoker::config {
 namespace {
@@ -364,10 +365,11 @@ void ConfigReader::ReadJobs(const MapEntry& entry) {
          ReadMap(job.value, section, AllowedKeys("jobs.JOB"), diag_)) {
       if (e.key != "weight") continue;
       has_weight = true;
-      if (auto w = internal::ReadNumber(e, absl::StrCat(section, ".weight"),
-                                        1e-3, 1e6,
-                                        "a number from 0.001 to 1000000",
-                                        diag_)) {
+      if (auto w = internal::ReadNumber(
+              e, absl::StrCat(section, ".weight"),
+              pipeline::WorkerPool::kMinWeight,
+              pipeline::WorkerPool::kMaxWeight,
+              "a number from 0.001 to 1000000", diag_)) {
         options_.job_weights[job.key] = *w;
       }
     }

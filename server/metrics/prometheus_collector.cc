@@ -210,6 +210,10 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
             static_cast<double>(stats.pool.tasks_run));
   f.Gauge("stoker_worker_queued_tasks", "Tasks waiting for a worker.",
           static_cast<double>(stats.pool.queued));
+  f.Gauge("stoker_streams_waiting_to_open",
+          "Opens waiting for memory budget or for a rank's previous stream; "
+          "they count against max_streams and max_streams_per_peer.",
+          static_cast<double>(stats.service.waiting_opens));
   f.Gauge("stoker_memory_reserved_bytes",
           "Bytes reserved by open streams for batches in flight.",
           static_cast<double>(stats.service.bytes_reserved));
@@ -222,6 +226,10 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
   f.Gauge("stoker_shared_runs",
           "Shared preprocessing runs serving streams now.",
           static_cast<double>(stats.service.shared_runs));
+  f.Counter("stoker_share_fallbacks_total",
+            "Streams that asked to share a run and built their own batches, "
+            "since the budget had no room for a new run.",
+            static_cast<double>(stats.service.share_fallbacks));
 
   MetricFamily& errors =
       f.Add("stoker_errors_total",

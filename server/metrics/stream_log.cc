@@ -8,8 +8,17 @@
 namespace stoker::metrics {
 
 void StreamLog::OnOpen(const service::StreamSnapshot& stream,
-                       uint64_t reserved_bytes) {
+                       uint64_t reserved_bytes,
+                       std::string_view share_refused) {
   const service::StreamSpec& s = stream.spec;
+  if (!share_refused.empty()) {
+    Log(LogLevel::kWarning, "share_refused",
+        {{"stream", absl::StrCat(stream.id)},
+         {"dataset", s.dataset},
+         {"pipeline", s.pipeline},
+         {"job", s.job_id},
+         {"reason", std::string(share_refused)}});
+  }
   Log(LogLevel::kInfo, "stream_open",
       {{"stream", absl::StrCat(stream.id)},
        {"dataset", s.dataset},

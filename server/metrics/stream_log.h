@@ -14,6 +14,7 @@
 #define STOKER_SERVER_METRICS_STREAM_LOG_H_
 
 #include <string>
+#include <string_view>
 
 #include "server/metrics/storage_probe.h"
 #include "server/service/stream_service.h"
@@ -22,8 +23,8 @@ namespace stoker::metrics {
 
 class StreamLog final : public service::StreamObserver {
  public:
-  void OnOpen(const service::StreamSnapshot& stream,
-              uint64_t reserved_bytes) override;
+  void OnOpen(const service::StreamSnapshot& stream, uint64_t reserved_bytes,
+              std::string_view share_refused) override;
   void OnClose(const service::StreamSnapshot& stream,
                const absl::Status& status, double seconds_open) override;
 };

@@ -6,6 +6,14 @@
 namespace stoker::pipeline {
 namespace {
 
+// Past this, virtual times are moved back towards zero (RebaseLocked).
+constexpr double kRebaseAt = 1e9;
+
+double ClampWeight(double weight) {
+  if (!(weight > 0)) return 1.0;  // Also NaN.
+  return std::clamp(weight, WorkerPool::kMinWeight, WorkerPool::kMaxWeight);
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -47,7 +55,7 @@ WorkerPool::GroupId WorkerPool::AddGroup(double weight) {
   absl::MutexLock lock(&mu_);
   const GroupId id = next_group_++;
   Group& g = groups_[id];
-  g.weight = weight > 0 ? weight : 1.0;
+  g.weight = ClampWeight(weight);
   g.pass = min_pass_;
   return id;
 }
@@ -55,7 +63,7 @@ WorkerPool::GroupId WorkerPool::AddGroup(double weight) {
 void WorkerPool::SetWeight(GroupId group, double weight) {
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(group);
-  if (it != groups_.end()) it->second.weight = weight > 0 ? weight : 1.0;
+  if (it != groups_.end()) it->second.weight = ClampWeight(weight);
 }
 
 void WorkerPool::RemoveGroup(GroupId group) {
@@ -64,9 +72,22 @@ void WorkerPool::RemoveGroup(GroupId group) {
   if (it == groups_.end()) return;
   if (it->second.tasks.empty()) {
     groups_.erase(it);
+    RebaseLocked();
   } else {
     it->second.removed = true;
   }
+}
+
+void WorkerPool::RebaseLocked() {
+  double base = -1;
+  for (const auto& [id, g] : groups_) {
+    if (!g.tasks.empty() && (base < 0 || g.pass < base)) base = g.pass;
+  }
+  // Nothing queued: a group re-enters at min_pass_ at the least.
+  if (base < 0) base = min_pass_;
+  if (base <= 0) return;
+  for (auto& [id, g] : groups_) g.pass = std::max(0.0, g.pass - base);
+  min_pass_ = std::max(0.0, min_pass_ - base);
 }
 
 void WorkerPool::Submit(GroupId group, Task task) {
@@ -113,7 +134,12 @@ bool WorkerPool::NextTask(int index, Task* task) {
   --queued_;
   min_pass_ = g.pass;
   g.pass += 1.0 / g.weight;
-  if (g.removed && g.tasks.empty()) groups_.erase(best);
+  if (g.removed && g.tasks.empty()) {
+    groups_.erase(best);
+    RebaseLocked();
+  } else if (min_pass_ > kRebaseAt) {
+    RebaseLocked();
+  }
   return true;
 }
 

@@ -53,7 +53,14 @@ class WorkerPool {
   void Start();
   void Stop();  // Idempotent.
 
-  // Groups carry the fair-share weight; weight <= 0 is taken as 1.
+  // The weights a group may carry. Requests and the config are refused
+  // outside this range; the pool clamps to it, so that no weight can make a
+  // group's virtual time jump beyond what a double counts in steps of one.
+  static constexpr double kMinWeight = 1e-3;
+  static constexpr double kMaxWeight = 1e6;
+
+  // Groups carry the fair-share weight; weight <= 0 is taken as 1, others
+  // are clamped to [kMinWeight, kMaxWeight].
   GroupId AddGroup(double weight);
   void SetWeight(GroupId group, double weight);
   // Queued tasks of the group still run; the group disappears once empty.
@@ -78,6 +85,11 @@ class WorkerPool {
   };
 
   void WorkerLoop(int index);
+  // Moves every virtual time down by the smallest one among groups with
+  // work, once that has grown large: differences are what schedule, and
+  // small numbers keep them exact. Also run when a group goes, so that
+  // what a group that ended did leaves no trace.
+  void RebaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks the next task for thread `index`, or returns false when stopping
   // with nothing queued.
   bool NextTask(int index, Task* task);

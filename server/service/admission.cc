@@ -89,22 +89,33 @@ StreamTicket::~StreamTicket() {
 Admission::Admission(pipeline::WorkerPool* pool, AdmissionLimits limits)
     : pool_(pool), limits_(limits) {}
 
-absl::Status Admission::CheckLocked(const AdmitRequest& request,
-                                    bool* retry) const {
-  *retry = false;
-  if (open_streams_ >= limits_.max_streams) {
+absl::Status Admission::CheckCountsLocked(const AdmitRequest& request,
+                                          bool waiting) const {
+  // A waiting request is counted already: it must not count against itself.
+  const uint32_t self = waiting ? 1 : 0;
+  const uint32_t others = open_streams_ + waiting_ - self;
+  if (others >= limits_.max_streams) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        open_streams_, " streams are open, the bound max_streams=",
-        limits_.max_streams));
+        open_streams_, " streams are open and ", waiting_ - self,
+        " wait to open, the bound max_streams=", limits_.max_streams));
   }
   const auto peer = per_peer_.find(request.peer);
-  if (peer != per_peer_.end() &&
-      peer->second >= limits_.max_streams_per_peer) {
+  const uint32_t peer_open = peer == per_peer_.end() ? 0 : peer->second.open;
+  const uint32_t peer_waiting =
+      (peer == per_peer_.end() ? 0 : peer->second.waiting) - self;
+  if (peer_open + peer_waiting >= limits_.max_streams_per_peer) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "peer ", request.peer, " has ", peer->second,
-        " streams open, the bound max_streams_per_peer=",
+        "peer ", request.peer, " has ", peer_open, " streams open and ",
+        peer_waiting, " waiting to open, the bound max_streams_per_peer=",
         limits_.max_streams_per_peer));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Admission::CheckLocked(const AdmitRequest& request, bool waiting,
+                                    bool* retry) const {
+  *retry = false;
+  if (absl::Status s = CheckCountsLocked(request, waiting); !s.ok()) return s;
   if (!request.job_id.empty()) {
     const auto job = jobs_.find(request.job_id);
     if (job != jobs_.end()) {
@@ -150,23 +161,45 @@ void Admission::AddBytesLocked(uint64_t bytes) {
 absl::StatusOr<std::shared_ptr<StreamTicket>> Admission::Admit(
     const AdmitRequest& request, const WaitContext& wait) {
   absl::MutexLock lock(&mu_);
+  bool waiting = false;
+  // A request that waits counts against the stream bounds while it does.
+  const auto stop_waiting = [&] {
+    if (!waiting) return;
+    waiting = false;
+    waiting_ -= 1;
+    auto it = per_peer_.find(request.peer);
+    if (--it->second.waiting == 0 && it->second.open == 0) per_peer_.erase(it);
+  };
   for (;;) {
-    if (shut_down_) return absl::UnavailableError("stokerd is shutting down");
+    if (shut_down_) {
+      stop_waiting();
+      return absl::UnavailableError("stokerd is shutting down");
+    }
     bool retry = false;
-    absl::Status status = CheckLocked(request, &retry);
+    absl::Status status = CheckLocked(request, waiting, &retry);
     if (status.ok()) break;
     const absl::Time now = absl::Now();
-    if (!retry || now >= wait.deadline) return status;
+    if (!retry || now >= wait.deadline) {
+      stop_waiting();
+      return status;
+    }
     if (wait.cancelled && wait.cancelled()) {
+      stop_waiting();
       return absl::CancelledError(absl::StrCat(
           "the client gave up while waiting: ", status.message()));
     }
+    if (!waiting) {
+      waiting = true;
+      waiting_ += 1;
+      per_peer_[request.peer].waiting += 1;
+    }
     freed_.WaitWithDeadline(&mu_, std::min(wait.deadline, now + kCancelPoll));
   }
+  stop_waiting();
   const uint64_t id = next_id_++;
   AddBytesLocked(request.bytes);
   open_streams_ += 1;
-  per_peer_[request.peer] += 1;
+  per_peer_[request.peer].open += 1;
   double weight = WeightLocked(request.job_id, request.weight);
   std::shared_ptr<PoolGroup> group;
   if (request.job_id.empty()) {
@@ -215,7 +248,7 @@ void Admission::ReleaseLocked(uint64_t id, uint64_t bytes,
   bytes_reserved_ -= bytes;
   open_streams_ -= 1;
   if (auto it = per_peer_.find(peer); it != per_peer_.end()) {
-    if (--it->second == 0) per_peer_.erase(it);
+    if (--it->second.open == 0 && it->second.waiting == 0) per_peer_.erase(it);
   }
   if (!job_id.empty()) {
     auto job = jobs_.find(job_id);
@@ -249,7 +282,7 @@ void Admission::Shutdown() {
 
 Admission::Stats Admission::GetStats() const {
   absl::MutexLock lock(&mu_);
-  return Stats{open_streams_, bytes_reserved_, bytes_high_water_,
+  return Stats{open_streams_, waiting_, bytes_reserved_, bytes_high_water_,
                limits_.memory_budget, static_cast<uint32_t>(jobs_.size())};
 }
 

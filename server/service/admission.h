@@ -10,7 +10,9 @@
 //
 // Admit() waits, up to the request's deadline, for budget to free up or for
 // a rank's previous stream to end (a rank that reconnects at once may race
-// the end of its old stream); then it refuses with the bound named.
+// the end of its old stream); then it refuses with the bound named. A
+// request that waits counts against max_streams and max_streams_per_peer as
+// if it were open, so that the waiting opens are bounded too.
 //
 // What it grants lives in a StreamTicket that the transport keeps as long as
 // it holds any of the stream's buffers, so the budget counts memory exactly
@@ -122,6 +124,7 @@ class Admission : public std::enable_shared_from_this<Admission> {
  public:
   struct Stats {
     uint32_t open_streams = 0;
+    uint32_t waiting_opens = 0;
     uint64_t bytes_reserved = 0;
     uint64_t bytes_high_water = 0;
     uint64_t memory_budget = 0;
@@ -162,8 +165,15 @@ class Admission : public std::enable_shared_from_this<Admission> {
   };
 
   // Why `request` cannot be admitted now, or OK. `retry` is set when the
-  // reason may go away by waiting (budget, a rank's old stream).
-  absl::Status CheckLocked(const AdmitRequest& request, bool* retry) const
+  // reason may go away by waiting (budget, a rank's old stream). `waiting`:
+  // the request is among those counted as waiting.
+  absl::Status CheckLocked(const AdmitRequest& request, bool waiting,
+                           bool* retry) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The stream bounds (max_streams, max_streams_per_peer), which count the
+  // waiting requests with the open streams.
+  absl::Status CheckCountsLocked(const AdmitRequest& request,
+                                 bool waiting) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double WeightLocked(const std::string& job_id, double requested) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -181,8 +191,13 @@ class Admission : public std::enable_shared_from_this<Admission> {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t bytes_reserved_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_high_water_ ABSL_GUARDED_BY(mu_) = 0;
+  struct PeerCount {
+    uint32_t open = 0;
+    uint32_t waiting = 0;
+  };
   uint32_t open_streams_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, uint32_t> per_peer_ ABSL_GUARDED_BY(mu_);
+  uint32_t waiting_ ABSL_GUARDED_BY(mu_) = 0;  // Admits in their wait.
+  std::map<std::string, PeerCount> per_peer_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, double> job_weights_ ABSL_GUARDED_BY(mu_);
 };

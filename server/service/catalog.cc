@@ -17,6 +17,15 @@ std::string Names(const Map& map) {
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
 }
 
+// A name from a request, as an error message may echo it: at most 64
+// bytes, so that a huge name cannot make the message over gRPC's bounds.
+std::string Echo(const std::string& name) {
+  constexpr size_t kMax = 64;
+  if (name.size() <= kMax) return absl::StrCat("'", name, "'");
+  return absl::StrCat("'", name.substr(0, kMax), "...' (", name.size(),
+                      " bytes)");
+}
+
 }  // namespace
 
 Catalog::Catalog(
@@ -28,9 +37,8 @@ absl::StatusOr<const dataset::Dataset*> Catalog::FindDataset(
     const std::string& name) const {
   auto it = datasets_.find(name);
   if (it == datasets_.end()) {
-    return absl::NotFoundError(absl::StrCat("dataset '", name,
-                                            "' is not served; served: ",
-                                            Names(datasets_)));
+    return absl::NotFoundError(absl::StrCat(
+        "dataset ", Echo(name), " is not served; served: ", Names(datasets_)));
   }
   return it->second.get();
 }
@@ -39,8 +47,8 @@ absl::StatusOr<const pipeline::Pipeline*> Catalog::FindPipeline(
     const std::string& name) const {
   auto it = pipelines_.find(name);
   if (it == pipelines_.end()) {
-    return absl::NotFoundError(absl::StrCat("pipeline '", name,
-                                            "' is not configured; known: ",
+    return absl::NotFoundError(absl::StrCat("pipeline ", Echo(name),
+                                            " is not configured; known: ",
                                             Names(pipelines_)));
   }
   return it->second.get();

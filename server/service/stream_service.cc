@@ -57,8 +57,26 @@ absl::Status StreamService::Validate(const StreamSpec& spec) const {
         absl::StrCat("rank ", spec.rank, " is not below world_size ",
                      spec.world_size));
   }
-  if (spec.job_id.size() > 256) {
-    return absl::InvalidArgumentError("job_id is longer than 256 bytes");
+  // Outside this range a weight is meaningless to the scheduler (1e-300
+  // once broke fairness for the daemon's life); NaN fails the test too.
+  if (!(spec.weight >= pipeline::WorkerPool::kMinWeight &&
+        spec.weight <= pipeline::WorkerPool::kMaxWeight)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "weight %g is outside the bound [%g, %g]", spec.weight,
+        pipeline::WorkerPool::kMinWeight, pipeline::WorkerPool::kMaxWeight));
+  }
+  if (spec.job_id.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_id is ", spec.job_id.size(),
+                     " bytes, over the bound of ", kMaxNameBytes));
+  }
+  for (const auto& [what, name] :
+       {std::pair{"dataset", &spec.dataset}, {"pipeline", &spec.pipeline}}) {
+    if (name->size() > kMaxNameBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " name is ", name->size(),
+                       " bytes, over the bound of ", kMaxNameBytes));
+    }
   }
   return absl::OkStatus();
 }
@@ -195,9 +213,16 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
   opened.window = window;
   opened.batch_bytes = batch_bytes;
   if (producer.has_value()) {
-    opened.run_memory =
+    absl::StatusOr<std::shared_ptr<BufferSource>> run =
         JoinRun(opened.stream, *std::move(producer), opened, batch_bytes);
-    opened.shared = opened.run_memory != nullptr;
+    if (run.ok()) {
+      opened.run_memory = *std::move(run);
+      opened.shared = true;
+    } else {
+      opened.share_refused = absl::StrCat(
+          "no shared run: ", run.status().message(),
+          "; this stream builds its own batches");
+    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -205,17 +230,18 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
       it = it->second.expired() ? streams_.erase(it) : std::next(it);
     }
     streams_[id] = opened.stream;
+    if (!opened.share_refused.empty()) ++share_fallbacks_;
   }
   if (observer != nullptr) {
     observer->OnOpen(StreamSnapshot{id, opened.stream->spec(),
                                     opened.stream->steps_per_epoch(),
                                     opened.stream->stats()},
-                     opened.ticket->bytes());
+                     opened.ticket->bytes(), opened.share_refused);
   }
   return opened;
 }
 
-std::shared_ptr<BufferSource> StreamService::JoinRun(
+absl::StatusOr<std::shared_ptr<BufferSource>> StreamService::JoinRun(
     const std::shared_ptr<Stream>& stream, Stream::Options producer,
     const OpenedStream& opened, uint64_t batch_bytes) {
   const StreamSpec& spec = stream->spec();
@@ -263,7 +289,7 @@ std::shared_ptr<BufferSource> StreamService::JoinRun(
   }
   if (!memory.ok()) {
     if (runs.empty()) runs_.erase(key);
-    return nullptr;
+    return memory.status();
   }
   auto group = std::make_shared<PoolGroup>(pool_, weight);
   producer.spec.epochs = 0;  // Builds on demand, for as long as it is used.
@@ -355,6 +381,7 @@ StreamService::Stats StreamService::GetStats() const {
   for (const auto& [key, runs] : runs_) {
     for (const auto& weak : runs) s.shared_runs += weak.expired() ? 0 : 1;
   }
+  s.share_fallbacks = share_fallbacks_;
   return s;
 }
 

@@ -64,6 +64,8 @@ struct OpenedStream {
   uint32_t window = 0;
   size_t batch_bytes = 0;
   bool shared = false;  // Joined a shared run.
+  // Why a stream that asked to share builds its own batches, or empty.
+  std::string share_refused;
   // The buffers of the run it joined, which lends it its batches.
   std::shared_ptr<BufferSource> run_memory;
 };
@@ -83,7 +85,9 @@ struct StreamSnapshot {
 class StreamObserver {
  public:
   virtual ~StreamObserver() = default;
-  virtual void OnOpen(const StreamSnapshot& stream, uint64_t reserved_bytes) = 0;
+  // `share_refused`: why a stream that asked to share builds alone, or empty.
+  virtual void OnOpen(const StreamSnapshot& stream, uint64_t reserved_bytes,
+                      std::string_view share_refused) = 0;
   virtual void OnClose(const StreamSnapshot& stream, const absl::Status& status,
                        double seconds_open) = 0;
 };
@@ -116,6 +120,8 @@ class StreamService {
   // Admission's figures, and the shared runs alive.
   struct Stats : Admission::Stats {
     uint32_t shared_runs = 0;
+    // Streams that asked to share and built alone (no budget for a run).
+    uint64_t share_fallbacks = 0;
   };
   Stats GetStats() const;
   // Every open stream, in the order they opened.
@@ -132,6 +138,8 @@ class StreamService {
 
  private:
   static constexpr size_t kMaxCounterKeys = 1024;
+  // The longest dataset, pipeline or job name a request may carry.
+  static constexpr size_t kMaxNameBytes = 256;
 
   // What streams must agree on to share a run.
   struct RunKey {
@@ -151,12 +159,11 @@ class StreamService {
   absl::Status Validate(const StreamSpec& spec) const;
   std::shared_ptr<StreamCounters> CountersFor(const StreamSpec& spec);
   // Attaches `stream` to a run for its plan, starting one if none holds its
-  // position, and returns the run's buffers. Null (the stream builds
-  // alone) if the budget has no room for a new run's buffers.
-  std::shared_ptr<BufferSource> JoinRun(const std::shared_ptr<Stream>& stream,
-                                        Stream::Options producer,
-                                        const OpenedStream& opened,
-                                        uint64_t batch_bytes);
+  // position, and returns the run's buffers. If the budget has no room for
+  // a new run's buffers: the reason (the stream builds alone).
+  absl::StatusOr<std::shared_ptr<BufferSource>> JoinRun(
+      const std::shared_ptr<Stream>& stream, Stream::Options producer,
+      const OpenedStream& opened, uint64_t batch_bytes);
 
   // Constant after construction.
   pipeline::WorkerPool* const pool_;
@@ -172,6 +179,7 @@ class StreamService {
       ABSL_GUARDED_BY(mu_);
   std::array<int64_t, 17> errors_ ABSL_GUARDED_BY(mu_){};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t share_fallbacks_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<StreamObserver*> observer_{nullptr};
 };
 

@@ -249,7 +249,8 @@ TEST(GetStatsTest, InjectedNetworkStorageReachesMetricsAndStats) {
 // Records what the service reports of its streams.
 class Recorder : public service::StreamObserver {
  public:
-  void OnOpen(const service::StreamSnapshot& s, uint64_t reserved) override {
+  void OnOpen(const service::StreamSnapshot& s, uint64_t reserved,
+              std::string_view) override {
     absl::MutexLock lock(&mu_);
     opened_ = s;
     reserved_ = reserved;
@@ -319,7 +320,7 @@ TEST(StreamLogTest, WritesOneLineAtOpenAndOneAtClose) {
   s.spec.prefetch = 4;
   metrics::StreamLog log;
   ::testing::internal::CaptureStderr();
-  log.OnOpen(s, 1024);
+  log.OnOpen(s, 1024, "");
   s.stats.samples = 640;
   s.stats.batches = 10;
   s.stats.wait_seconds = 1;

@@ -52,6 +52,8 @@ DaemonStats Synthetic() {
                OpenStream(3, "", 0, 0)};
   d.service.open_streams = 3;
   d.service.bytes_reserved = 3 << 20;
+  d.service.waiting_opens = 6;
+  d.service.share_fallbacks = 2;
   d.service.bytes_high_water = 5 << 20;
   d.service.memory_budget = 8 << 20;
   d.errors[static_cast<int>(absl::StatusCode::kDataLoss)] = 4;
@@ -123,6 +125,8 @@ TEST(PrometheusCollectorTest, DaemonWideValues) {
   EXPECT_EQ(Value(text, "stoker_worker_tasks_total", ""), 77);
   EXPECT_EQ(Value(text, "stoker_worker_queued_tasks", ""), 5);
   EXPECT_EQ(Value(text, "stoker_memory_reserved_bytes", ""), 3 << 20);
+  EXPECT_EQ(Value(text, "stoker_streams_waiting_to_open", ""), 6);
+  EXPECT_EQ(Value(text, "stoker_share_fallbacks_total", ""), 2);
   EXPECT_EQ(Value(text, "stoker_memory_budget_bytes", ""), 8 << 20);
   EXPECT_EQ(Value(text, "stoker_memory_high_water_bytes", ""), 5 << 20);
   EXPECT_EQ(Value(text, "stoker_errors_total", R"(code="DATA_LOSS")"), 4);

@@ -4,6 +4,9 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from pathlib import Path
+
+import pytest
 
 from conftest import STOKER, STOKERD, Daemon, run, write_config
 
@@ -118,6 +121,16 @@ def test_bad_request_gets_a_clear_status(daemon):
     assert "INVALID_ARGUMENT" in out.stderr and "max_batch_size" in out.stderr
 
 
+@pytest.mark.parametrize("weight", ["1e-300", "-1", "nan", "1e9"])
+def test_a_weight_outside_its_bound_is_refused_naming_it(daemon, weight):
+    out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
+               "train", "--pipeline", "train", "--batch-size", 4, "--weight",
+               weight, "--max-batches", 1], check=False)
+    assert out.returncode == 1, out.stderr
+    assert "INVALID_ARGUMENT" in out.stderr, out.stderr
+    assert "weight" in out.stderr and "[0.001, 1e+06]" in out.stderr
+
+
 def test_check_config_names_the_line_of_a_mistake(dataset, tmp_path):
     config = write_config(tmp_path / "stoker.yaml", dataset,
                           tmp_path / "s.sock")
@@ -129,6 +142,23 @@ def test_check_config_names_the_line_of_a_mistake(dataset, tmp_path):
     line = text.splitlines().index("    - random_flop: {}") + 1
     assert f"stoker.yaml:{line}:" in out.stderr
     assert "random_flop" in out.stderr
+
+
+def test_check_config_and_a_refused_second_daemon_leave_the_sockets(daemon):
+    shm_socket = Path(f"{daemon.socket}.shm")
+    assert shm_socket.exists()
+    out = run([STOKERD, "--config", daemon.config, "--check-config"])
+    assert out.returncode == 0
+    assert daemon.socket.exists() and shm_socket.exists()
+    second = run([STOKERD, "--config", daemon.config], check=False)
+    assert second.returncode == 1
+    assert str(daemon.socket) in second.stderr, second.stderr
+    assert f"pid {daemon.proc.pid}" in second.stderr, second.stderr
+    assert daemon.socket.exists() and shm_socket.exists()
+    for transport in ("grpc", "shm"):
+        got = stream(daemon, "--batch-size", 4, "--transport", transport,
+                     "--max-batches", 1)
+        assert got["batches"] == 1, got
 
 
 def test_daemon_refuses_a_missing_dataset_directory(tmp_path):

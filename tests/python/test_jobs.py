@@ -115,3 +115,30 @@ def test_bad_share_arguments_raise_value_error(client_daemon):
         client.stream("train", "bytes", batch_size=4, weight=0)
     with pytest.raises(ValueError, match="open_timeout"):
         client.stream("train", "bytes", batch_size=4, open_timeout="x")
+
+
+def test_a_share_that_does_not_fit_the_budget_says_so(dataset, tmp_path):
+    """A shared run needs lag_window + prefetch batches; where the budget has
+    room for the stream but not for that, the stream builds alone and says
+    why, in its header (--json), the log and the metrics."""
+    from conftest import Daemon, write_config
+    socket = tmp_path / "stoker.sock"
+    config = write_config(tmp_path / "stoker.yaml", dataset, socket)
+    config.write_text(config.read_text().replace(
+        "memory_budget: 256MiB", "memory_budget: 1MiB\n"
+        "sharing: {lag_window: 64}"))
+    daemon = Daemon(config, socket).start()
+    try:
+        out = subprocess.run(
+            [str(STOKER), "stream", "--address", daemon.address, "--dataset",
+             "train", "--pipeline", "train", "--batch-size", "4",
+             "--prefetch", "2", "--share", "--json", "--quiet"],
+            capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got["samples"] == 30 and got["shared_batches"] == 0
+        assert "no shared run" in got["share_refused"], got
+        assert "memory_budget" in got["share_refused"], got
+        assert "event=share_refused" in daemon.log()
+    finally:
+        daemon.stop()

@@ -89,6 +89,41 @@ TEST(WorkerPoolTest, AnIdleGroupBanksNoCredit) {
   EXPECT_LE(b_in_first_10, 6);
 }
 
+// A weight of 1e-300 once made one task's step 1e300, and every later group
+// started from there, where adding 1 changes nothing: fairness was gone for
+// the daemon's life (equal jobs got 3.65:1).
+TEST(WorkerPoolTest, ATinyWeightLeavesNoTraceOnLaterGroups) {
+  WorkerPool pool(1);
+  const WorkerPool::GroupId tiny = pool.AddGroup(1e-300);
+  absl::Notification tiny_done;
+  std::atomic<int> tiny_ran{0};
+  for (int i = 0; i < 3; ++i) {
+    pool.Submit(tiny, [&] {
+      if (++tiny_ran == 3) tiny_done.Notify();
+    });
+  }
+  pool.Start();
+  tiny_done.WaitForNotification();
+  pool.RemoveGroup(tiny);
+
+  absl::Notification gate;
+  std::vector<int> order;
+  const WorkerPool::GroupId blocker = pool.AddGroup(1);
+  pool.Submit(blocker, [&] { gate.WaitForNotification(); });
+  const WorkerPool::GroupId a = pool.AddGroup(2);
+  const WorkerPool::GroupId b = pool.AddGroup(1);
+  for (int i = 0; i < 60; ++i) {
+    pool.Submit(a, [&] { order.push_back(0); });
+    pool.Submit(b, [&] { order.push_back(1); });
+  }
+  gate.Notify();
+  pool.Stop();
+  ASSERT_EQ(order.size(), 120u);
+  int a_in_first_60 = 0;
+  for (int i = 0; i < 60; ++i) a_in_first_60 += order[i] == 0;
+  EXPECT_EQ(a_in_first_60, 40);
+}
+
 TEST(WorkerPoolTest, SetActiveThreadsClampsToThePool) {
   WorkerPool pool(3);
   EXPECT_EQ(pool.active_threads(), 3);

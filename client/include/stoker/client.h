@@ -115,6 +115,8 @@ struct StreamInfo {
   uint32_t prefetch = 0;
   std::string transport;  // The one in use.
   bool shared = false;    // Joined a shared preprocessing run.
+  // Asked to share, yet builds its own batches: why (no budget for a run).
+  std::string share_refused;
   // shm: the daemon announces batches and takes acks on a unix socket of
   // their own (StreamHeader.notices) rather than on the gRPC call. False
   // with a daemon that predates it.

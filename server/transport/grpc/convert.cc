@@ -44,7 +44,7 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   spec.prefetch = open.prefetch();
   spec.start_epoch = open.start().epoch();
   spec.start_step = open.start().step();
-  spec.weight = open.weight() > 0 ? open.weight() : 1.0;
+  spec.weight = open.weight() == 0 ? 1.0 : open.weight();  // 0: unset.
   spec.transport = open.transport() == v1::TRANSPORT_SHM        ? "shm"
                    : open.transport() == v1::TRANSPORT_CUDA_IPC ? "cuda_ipc"
                                                                 : "grpc";

@@ -4,6 +4,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 #include "server/transport/grpc/convert.h"
@@ -33,11 +34,18 @@ grpc::Status StreamReactor::CheckTransport(v1::Transport transport) const {
                           "the shm transport needs the daemon's unix socket "
                           "(listen.unix), which this daemon does not have; "
                           "use transport grpc");
-    default:
+    case v1::TRANSPORT_CUDA_IPC:
       return grpc::Status(
           grpc::StatusCode::FAILED_PRECONDITION,
           "this daemon has no cuda_ipc transport: it was built without GPU "
           "delivery; use shm (same node) or grpc");
+    default:
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("unknown transport number ",
+                       static_cast<int>(transport),
+                       "; this daemon knows grpc (1), shm (2) and cuda_ipc "
+                       "(3)"));
   }
 }
 
@@ -150,6 +158,7 @@ void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
     header->set_samples_per_epoch(stream->samples_per_epoch());
     header->set_prefetch(opened->prefetch);
     header->set_shared(opened->shared);
+    header->set_share_refused(opened->share_refused);
     header->set_ack_list(true);
     *header->mutable_start() = open.start();
     for (const pipeline::TensorSpec& t : stream->layout().per_sample()) {

@@ -1,0 +1,89 @@
+#include "server/service/admission.h"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/pipeline/worker_pool.h"
+#include "tests/testing/wait_for.h"
+
+namespace stoker::service {
+namespace {
+
+using ::stoker::testing::WaitFor;
+using ::testing::HasSubstr;
+
+AdmitRequest Request(const std::string& peer, uint64_t bytes) {
+  AdmitRequest r;
+  r.peer = peer;
+  r.bytes = bytes;
+  r.what = "a test stream";
+  return r;
+}
+
+WaitContext Wait(absl::Duration d) { return WaitContext{absl::Now() + d, {}}; }
+
+// 3,000 opens waiting for budget once held 3,017 threads and were counted
+// against no bound.
+TEST(AdmissionTest, WaitingOpensCountAgainstTheStreamBounds) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(
+      &pool, AdmissionLimits{/*max_streams=*/5, /*max_streams_per_peer=*/3,
+                             /*memory_budget=*/100});
+  // The budget is full: every later open must wait.
+  auto first = admission->Admit(Request("q", 100), Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  std::vector<absl::StatusOr<std::shared_ptr<StreamTicket>>> got(4);
+  std::vector<std::thread> waiters;
+  const auto wait_in = [&](int i, const std::string& peer) {
+    waiters.emplace_back([&, i, peer] {
+      got[i] = admission->Admit(Request(peer, 10), Wait(absl::Seconds(30)));
+    });
+    ASSERT_TRUE(WaitFor(
+        [&] { return admission->GetStats().waiting_opens == i + 1u; },
+        std::chrono::seconds(10)));
+  };
+  for (int i = 0; i < 3; ++i) wait_in(i, "p");
+
+  // Peer p has 3 waiting: its next open is refused at once, naming the bound.
+  auto p = admission->Admit(Request("p", 10), Wait(absl::Seconds(30)));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(p.status().message(), HasSubstr("max_streams_per_peer=3"));
+  EXPECT_THAT(p.status().message(), HasSubstr("3 waiting to open"));
+  // One open and four waiting fill max_streams for everyone else.
+  wait_in(3, "s");
+  auto r = admission->Admit(Request("r", 10), Wait(absl::Seconds(30)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.status().message(), HasSubstr("max_streams=5"));
+  EXPECT_THAT(r.status().message(), HasSubstr("4 wait to open"));
+
+  first->reset();  // The budget frees up: the waiting ones get in.
+  for (std::thread& t : waiters) t.join();
+  for (const auto& ticket : got) EXPECT_TRUE(ticket.ok()) << ticket.status();
+  EXPECT_EQ(admission->GetStats().waiting_opens, 0u);
+  EXPECT_EQ(admission->GetStats().open_streams, 4u);
+}
+
+TEST(AdmissionTest, AnOpenThatGivesUpWaitingStopsCounting) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(
+      &pool, AdmissionLimits{/*max_streams=*/2, /*max_streams_per_peer=*/2,
+                             /*memory_budget=*/100});
+  auto first = admission->Admit(Request("q", 100), Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(first.ok());
+  auto late =
+      admission->Admit(Request("p", 10), Wait(absl::Milliseconds(100)));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(late.status().message(), HasSubstr("memory_budget"));
+  EXPECT_EQ(admission->GetStats().waiting_opens, 0u);
+  first->reset();
+  auto again = admission->Admit(Request("p", 10), Wait(absl::ZeroDuration()));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+}  // namespace
+}  // namespace stoker::service
