@@ -33,6 +33,17 @@ DType FromProto(v1::DType t) {
   }
 }
 
+// The status of a call this client did not cancel. CANCELLED can only have
+// come from the other side: a daemon that stops cancels the calls still
+// open when its grace period ends, and one that is shutting down cancels
+// the new calls that reach it on a connection it has not closed yet. Both
+// mean "the daemon is going away", which a reconnect rides out.
+absl::Status NotCancelledByUs(absl::Status s) {
+  if (s.code() != absl::StatusCode::kCancelled) return s;
+  return absl::UnavailableError(absl::StrCat(
+      "the daemon cancelled the call (it is stopping): ", s.message()));
+}
+
 // "grpc", "shm", "cuda_ipc", "auto" (shm, then grpc), or a comma-separated
 // list of them tried in order.
 absl::StatusOr<std::vector<v1::Transport>> ParseTransports(
@@ -174,7 +185,7 @@ absl::Status Stream::OpenWith(int transport_number,
 
   v1::StreamResponse response;
   if (!call_->rw->Write(request) || !call_->rw->Read(&response)) {
-    absl::Status s = FromGrpc(call_->End(/*cancel=*/false));
+    absl::Status s = NotCancelledByUs(FromGrpc(call_->End(/*cancel=*/false)));
     return s.ok() ? absl::UnavailableError("stream closed while opening") : s;
   }
   if (!response.has_header()) {
@@ -369,7 +380,7 @@ absl::Status Stream::Next(Batch* batch) {
       batch->message_ = std::move(message);
       return absl::OkStatus();
     }
-    absl::Status s = FromGrpc(call_->End(/*cancel=*/false));
+    absl::Status s = NotCancelledByUs(FromGrpc(call_->End(/*cancel=*/false)));
     if (s.ok() && call_->notices != nullptr && call_->notices->truncated()) {
       return absl::DataLossError(absl::StrCat(
           "the notice socket ", call_->notices->path(),

@@ -1,4 +1,4 @@
-"""Crash-safe resume: `kill -9` of stokerd in the middle of an epoch, a new
+"""Crash-safe resume: `kill -9` (or SIGTERM) of stokerd in the middle of an epoch, a new
 stokerd on the same socket, and the client carries on from its last
 acknowledged batch. Across the crash every sample of every epoch is
 delivered exactly once, and the bytes are those of an uninterrupted run.
@@ -57,20 +57,29 @@ def wait_for_lines(path, count, proc, timeout=30):
     raise AssertionError(f"the client did not reach {count} samples")
 
 
-def kill_and_restart(daemon):
+def kill_and_restart(daemon, sig=signal.SIGKILL):
     pid = daemon.proc.pid
-    daemon.signal(signal.SIGKILL)
-    assert daemon.wait() == -signal.SIGKILL
-    # kill -9 leaves the socket file; the new daemon must take it over.
-    assert daemon.socket.exists(), "a killed daemon cannot remove its socket"
+    daemon.signal(sig)
+    if sig == signal.SIGKILL:
+        assert daemon.wait() == -signal.SIGKILL
+        # kill -9 leaves the socket file; the new daemon must take it over.
+        assert daemon.socket.exists(), "a killed daemon cannot remove its socket"
+    else:
+        # A stopping daemon ends its streams with UNAVAILABLE, and cancels
+        # the calls that reach it while it shuts down: the C++ client took
+        # that CANCELLED for its own and gave up (28 of 38 trials).
+        assert daemon.wait() == 0
     daemon.start()
     assert daemon.proc.pid != pid
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM],
+                         ids=["kill-9", "sigterm"])
 @pytest.mark.parametrize("transport", ["grpc", "shm"])
-def test_cli_resumes_exactly_after_kill_9(client_daemon, tmp_path, transport):
+def test_cli_resumes_exactly_after_a_restart(client_daemon, tmp_path,
+                                             transport, sig):
     """The C++ client library (through `stoker stream`) over a daemon killed
-    twice: once in epoch 0 and once in epoch 1."""
+    or stopped three times: in epoch 0 and twice in epoch 1."""
     ref = json.loads(run(stream_args(client_daemon, transport,
                                      tmp_path / "ref.txt")).stdout)
     assert ref["status"] == "OK" and ref["reconnects"] == 0
@@ -82,12 +91,14 @@ def test_cli_resumes_exactly_after_kill_9(client_daemon, tmp_path, transport):
     # the middle of the stream; the prefetch window is full at each.
     proc = subprocess.Popen(
         [str(a) for a in stream_args(client_daemon, transport, ids_path)] +
-        ["--step-ms", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ["--step-ms", "60", "--prefetch", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
     try:
-        for samples in (3 * 4, NUM_SAMPLES + 2 * 4):  # Steps 3 and 10.
+        # Steps 2, 7 and 12: more than the prefetch depth apart, so that each
+        # one lands on a stream that the client has reopened.
+        for samples in (2 * 4, 7 * 4, NUM_SAMPLES + 4 * 4):
             wait_for_lines(ids_path, samples, proc)
-            kill_and_restart(client_daemon)
+            kill_and_restart(client_daemon, sig)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -96,7 +107,7 @@ def test_cli_resumes_exactly_after_kill_9(client_daemon, tmp_path, transport):
     assert proc.returncode == 0, err
     result = json.loads(out)
     assert result["status"] == "OK", result
-    assert result["reconnects"] >= 2, result
+    assert result["reconnects"] >= 3, result
     assert result["transport"] == transport
     assert result["samples"] == REQUEST["epochs"] * NUM_SAMPLES
     assert result["batches"] == STEPS
