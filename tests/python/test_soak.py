@@ -1,4 +1,5 @@
-"""Soak: 32 clients at a time against one stokerd for a bounded time.
+"""Soak: 32 clients at a time against one stokerd for a bounded time, then
+a spell without descriptors.
 
 Clients are `stoker stream` processes (the C++ client library) and Python
 client processes, over grpc and shm. Each does one of: stream whole epochs
@@ -15,6 +16,7 @@ import json
 import os
 import random
 import signal
+import socket as socketlib
 import subprocess
 import sys
 import time
@@ -208,6 +210,44 @@ def run_wave(daemon, rng, tmp_path, seconds, counts, first_id):
     return n
 
 
+def descriptor_shortage_phase(daemon):
+    """The daemon runs out of descriptors for a while (its limit lowered to
+    what it has open, and connections waiting on its shm socket): the shm
+    socket's accept fails, logs once, and serves again once descriptors are
+    back. It used to stop for good, and every later shm open failed."""
+    pid = daemon.proc.pid
+    soft, hard = (int(v) for v in subprocess.run(
+        ["prlimit", "--pid", str(pid), "--nofile", "--noheadings",
+         "--output", "SOFT,HARD"], capture_output=True, text=True,
+        check=True).stdout.split())
+    waiting = []
+    try:
+        open_now = descriptors(pid)[0]
+        subprocess.run(["prlimit", "--pid", str(pid),
+                        f"--nofile={open_now}:{hard}"], check=True)
+        for _ in range(4):
+            s = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+            s.connect(f"{daemon.socket}.shm")  # Queued: accept has no fd.
+            waiting.append(s)
+        deadline = time.monotonic() + 30
+        while "event=shm_accept_failed" not in daemon.log():
+            assert time.monotonic() < deadline, "accept never ran out"
+            time.sleep(0.05)
+    finally:
+        subprocess.run(["prlimit", "--pid", str(pid),
+                        f"--nofile={soft}:{hard}"], check=True)
+        for s in waiting:
+            s.close()
+    out = subprocess.run(
+        [str(STOKER), "stream", "--address", daemon.address, "--dataset",
+         "train", "--pipeline", "bytes", "--batch-size", "4", "--transport",
+         "shm", "--json", "--quiet"], capture_output=True, text=True,
+        timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["transport"] == "shm"
+    assert daemon.log().count("event=shm_accept_failed") == 1, daemon.log()
+
+
 def test_soak_32_clients_leak_nothing_and_see_exact_epochs(dataset,
                                                            tmp_path):
     socket = tmp_path / "stoker.sock"
@@ -227,6 +267,8 @@ def test_soak_32_clients_leak_nothing_and_see_exact_epochs(dataset,
             n = run_wave(daemon, rng, tmp_path, wave, counts, n)
             waves.append(quiesce(daemon))
             left -= wave
+        descriptor_shortage_phase(daemon)
+        waves.append(quiesce(daemon))
         report = (f"{n} clients {dict(counts)}; descriptors {fds0} -> "
                   f"{[w[0] for w in waves]}, memfds {memfds0} -> "
                   f"{[w[1] for w in waves]}, RSS {rss0 >> 20} MiB -> "
