@@ -6,6 +6,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -178,3 +179,47 @@ def test_a_stream_that_fits_its_ring_waits_for_the_client_to_map_it(
         assert steps == [0, 1, 2]
     finally:
         channel.close()
+
+
+STALLER = r"""
+import socket, sys, time
+path, kind, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+held = []
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    held.append(s)
+print("ready", flush=True)
+end = time.monotonic() + 30
+while time.monotonic() < end:  # Killed by the test long before.
+    if kind == "slow":
+        for s in held:
+            try:
+                s.send(b"x")  # One byte of a token every 0.9 s.
+            except OSError:
+                pass
+    time.sleep(0.9)
+"""
+
+
+def test_idle_and_slow_connections_do_not_stall_an_shm_open(daemon):
+    """The descriptor socket served one connection at a time, each with 1 s
+    of grace: 20 idle connections (or three that send a byte every 0.9 s)
+    made every shm open fail after 10 s."""
+    stallers = [subprocess.Popen(
+        [sys.executable, "-c", STALLER, f"{daemon.socket}.shm", kind, n],
+        stdout=subprocess.PIPE, text=True)
+        for kind, n in (("idle", "20"), ("slow", "3"))]
+    try:
+        for s in stallers:
+            assert s.stdout.readline().strip() == "ready"
+        began = time.monotonic()
+        out = run(stream_cmd(daemon, "--batch-size", 4, "--transport", "shm",
+                             "--json"))
+        took = time.monotonic() - began
+        assert json.loads(out.stdout)["transport"] == "shm"
+        assert took < 8, f"the shm open took {took:.1f} s"
+    finally:
+        for s in stallers:
+            s.kill()
+            s.wait()
