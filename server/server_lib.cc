@@ -255,8 +255,9 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
         o.listen.unix_path + ".shm", o.listen.unix_mode,
         SocketGroup(o.listen));
   }
+  server->opener_ = std::make_unique<service::Opener>(server->service_.get());
   server->grpc_service_ = std::make_unique<transport::GrpcService>(
-      server->service_.get(), server->fd_server_.get());
+      server->service_.get(), server->opener_.get(), server->fd_server_.get());
   server->service_->SetObserver(&server->stream_log_);
   StokerServer* const self = server.get();
   server->grpc_service_->SetStatsSource([self] { return self->Stats(); });
@@ -267,6 +268,7 @@ StokerServer::~StokerServer() { Stop(); }
 
 absl::Status StokerServer::Start() {
   pool_->Start();
+  opener_->Start();
   if (autotune_ != nullptr) autotune_->Start();
   if (options_.metrics.enabled) {
     auto exposer = metrics::MetricsExposer::Start(
@@ -353,6 +355,9 @@ void StokerServer::Stop() {
     server_->Wait();
     server_.reset();
   }
+  // After the server: a call still being opened holds its reactor until
+  // the opener answers it (service_->Shutdown made those answers quick).
+  if (opener_ != nullptr) opener_->Stop();
   if (fd_server_ != nullptr) fd_server_->Stop();
   if (autotune_ != nullptr) autotune_->Stop();
   if (pool_ != nullptr) pool_->Stop();

@@ -31,6 +31,7 @@
 #include "server/pipeline/worker_pool.h"
 #include "server/service/autotune_thread.h"
 #include "server/service/catalog.h"
+#include "server/service/opener.h"
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/grpc_service.h"
 #include "server/transport/shm/fd_server.h"
@@ -86,6 +87,8 @@ class StokerServer {
   // by the service at each open.
   std::atomic<uint32_t> tuned_prefetch_{0};
   std::unique_ptr<service::StreamService> service_;
+  // Runs every stream open, and parks those that wait for admission.
+  std::unique_ptr<service::Opener> opener_;
   // Set when workers or prefetch is auto; stopped before the pool.
   std::unique_ptr<service::AutotuneThread> autotune_;
   // Hands shared-memory rings to clients; set when there is a unix socket.

@@ -90,9 +90,11 @@ const std::vector<KeyDoc>& Keys() {
        "Prefetch depth of a stream that does not ask; at most "
        "`limits.max_prefetch`."},
       {"limits.max_streams", "integer >= 1", "",
-       "Streams open at once across all clients."},
+       "Streams open at once across all clients; opens waiting for "
+       "memory budget count too."},
       {"limits.max_streams_per_peer", "integer >= 1", "",
-       "Streams one peer may hold at once; at most `limits.max_streams`. "
+       "Streams one peer may hold at once, waiting opens included; at "
+       "most `limits.max_streams`. "
        "On the unix socket a peer is a uid (from the socket's peer "
        "credentials); over TCP, an IP address."},
       {"limits.admission_wait", "seconds, 0 to 86400", "",

@@ -96,8 +96,11 @@ absl::Status Admission::CheckCountsLocked(const AdmitRequest& request,
   const uint32_t others = open_streams_ + waiting_ - self;
   if (others >= limits_.max_streams) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        open_streams_, " streams are open and ", waiting_ - self,
-        " wait to open, the bound max_streams=", limits_.max_streams));
+        open_streams_, " streams are open",
+        waiting_ - self == 0
+            ? ""
+            : absl::StrCat(" and ", waiting_ - self, " wait to open"),
+        ", the bound max_streams=", limits_.max_streams));
   }
   const auto peer = per_peer_.find(request.peer);
   const uint32_t peer_open = peer == per_peer_.end() ? 0 : peer->second.open;
@@ -105,9 +108,11 @@ absl::Status Admission::CheckCountsLocked(const AdmitRequest& request,
       (peer == per_peer_.end() ? 0 : peer->second.waiting) - self;
   if (peer_open + peer_waiting >= limits_.max_streams_per_peer) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "peer ", request.peer, " has ", peer_open, " streams open and ",
-        peer_waiting, " waiting to open, the bound max_streams_per_peer=",
-        limits_.max_streams_per_peer));
+        "peer ", request.peer, " has ", peer_open, " streams open",
+        peer_waiting == 0
+            ? ""
+            : absl::StrCat(" and ", peer_waiting, " waiting to open"),
+        ", the bound max_streams_per_peer=", limits_.max_streams_per_peer));
   }
   return absl::OkStatus();
 }
@@ -162,40 +167,73 @@ absl::StatusOr<std::shared_ptr<StreamTicket>> Admission::Admit(
     const AdmitRequest& request, const WaitContext& wait) {
   absl::MutexLock lock(&mu_);
   bool waiting = false;
-  // A request that waits counts against the stream bounds while it does.
-  const auto stop_waiting = [&] {
-    if (!waiting) return;
-    waiting = false;
-    waiting_ -= 1;
-    auto it = per_peer_.find(request.peer);
-    if (--it->second.waiting == 0 && it->second.open == 0) per_peer_.erase(it);
-  };
   for (;;) {
-    if (shut_down_) {
-      stop_waiting();
-      return absl::UnavailableError("stokerd is shutting down");
-    }
-    bool retry = false;
-    absl::Status status = CheckLocked(request, waiting, &retry);
-    if (status.ok()) break;
+    absl::StatusOr<std::shared_ptr<StreamTicket>> got =
+        TryAdmitLocked(request, &waiting);
+    if (got.ok() || !waiting) return got;
     const absl::Time now = absl::Now();
-    if (!retry || now >= wait.deadline) {
-      stop_waiting();
-      return status;
+    if (now >= wait.deadline) {
+      StopWaitingLocked(request);
+      return got.status();
     }
     if (wait.cancelled && wait.cancelled()) {
-      stop_waiting();
+      StopWaitingLocked(request);
       return absl::CancelledError(absl::StrCat(
-          "the client gave up while waiting: ", status.message()));
-    }
-    if (!waiting) {
-      waiting = true;
-      waiting_ += 1;
-      per_peer_[request.peer].waiting += 1;
+          "the client gave up while waiting: ", got.status().message()));
     }
     freed_.WaitWithDeadline(&mu_, std::min(wait.deadline, now + kCancelPoll));
   }
-  stop_waiting();
+}
+
+absl::StatusOr<std::shared_ptr<StreamTicket>> Admission::TryAdmit(
+    const AdmitRequest& request, bool* waiting) {
+  absl::MutexLock lock(&mu_);
+  return TryAdmitLocked(request, waiting);
+}
+
+void Admission::StopWaiting(const AdmitRequest& request) {
+  absl::MutexLock lock(&mu_);
+  StopWaitingLocked(request);
+}
+
+void Admission::SetListener(std::function<void()> listener) {
+  absl::MutexLock lock(&mu_);
+  listener_ = std::move(listener);
+}
+
+void Admission::StopWaitingLocked(const AdmitRequest& request) {
+  waiting_ -= 1;
+  auto it = per_peer_.find(request.peer);
+  if (--it->second.waiting == 0 && it->second.open == 0) per_peer_.erase(it);
+}
+
+void Admission::SignalFreedLocked() {
+  freed_.SignalAll();
+  if (listener_) listener_();
+}
+
+absl::StatusOr<std::shared_ptr<StreamTicket>> Admission::TryAdmitLocked(
+    const AdmitRequest& request, bool* waiting) {
+  absl::Status refused;
+  bool retry = false;
+  if (shut_down_) {
+    refused = absl::UnavailableError("stokerd is shutting down");
+  } else {
+    refused = CheckLocked(request, *waiting, &retry);
+  }
+  if (!refused.ok()) {
+    // A request that waits counts against the stream bounds while it does.
+    if (retry && !*waiting) {
+      waiting_ += 1;
+      per_peer_[request.peer].waiting += 1;
+    } else if (!retry && *waiting) {
+      StopWaitingLocked(request);
+    }
+    *waiting = retry;
+    return refused;
+  }
+  if (*waiting) StopWaitingLocked(request);
+  *waiting = false;
   const uint64_t id = next_id_++;
   AddBytesLocked(request.bytes);
   open_streams_ += 1;
@@ -237,7 +275,7 @@ absl::StatusOr<std::shared_ptr<void>> Admission::Reserve(
   reservation->release = [self = shared_from_this(), bytes] {
     absl::MutexLock lock(&self->mu_);
     self->bytes_reserved_ -= bytes;
-    self->freed_.SignalAll();
+    self->SignalFreedLocked();
   };
   return std::shared_ptr<void>(std::move(reservation));
 }
@@ -260,7 +298,7 @@ void Admission::ReleaseLocked(uint64_t id, uint64_t bytes,
       if (job->second.ranks.empty()) jobs_.erase(job);
     }
   }
-  freed_.SignalAll();
+  SignalFreedLocked();
 }
 
 void Admission::SetJobWeights(std::map<std::string, double> weights) {
@@ -277,7 +315,7 @@ void Admission::SetJobWeights(std::map<std::string, double> weights) {
 void Admission::Shutdown() {
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
-  freed_.SignalAll();
+  SignalFreedLocked();
 }
 
 Admission::Stats Admission::GetStats() const {

@@ -139,6 +139,17 @@ class Admission : public std::enable_shared_from_this<Admission> {
   // Cancelled if the caller gave up; Unavailable after Shutdown().
   absl::StatusOr<std::shared_ptr<StreamTicket>> Admit(
       const AdmitRequest& request, const WaitContext& wait);
+  // One try, no wait. `*waiting` says whether `request` is counted as
+  // waiting: on the way in (a retry), and on the way out: set when the
+  // refusal may go away by waiting, so the caller may try again later
+  // (and must call StopWaiting if it gives up); cleared otherwise.
+  absl::StatusOr<std::shared_ptr<StreamTicket>> TryAdmit(
+      const AdmitRequest& request, bool* waiting);
+  // A request counted as waiting no longer is.
+  void StopWaiting(const AdmitRequest& request);
+  // Called under this object's lock whenever something is freed, and at
+  // Shutdown(); see StreamService::SetAdmissionListener.
+  void SetListener(std::function<void()> listener);
 
   // Reserves bytes that no stream owns (a shared run's buffers); no wait.
   // The reservation ends when the returned handle is destroyed.
@@ -181,6 +192,13 @@ class Admission : public std::enable_shared_from_this<Admission> {
                      const std::string& job_id, uint32_t rank)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddBytesLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<StreamTicket>> TryAdmitLocked(
+      const AdmitRequest& request, bool* waiting)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopWaitingLocked(const AdmitRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the waiting opens, on this thread and the listener's.
+  void SignalFreedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   pipeline::WorkerPool* const pool_;
   const AdmissionLimits limits_;
@@ -200,6 +218,7 @@ class Admission : public std::enable_shared_from_this<Admission> {
   std::map<std::string, PeerCount> per_peer_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, double> job_weights_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> listener_ ABSL_GUARDED_BY(mu_);
 };
 
 // "1.5 GiB", "12.0 MiB" or "100 bytes".

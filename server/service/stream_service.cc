@@ -81,22 +81,22 @@ absl::Status StreamService::Validate(const StreamSpec& spec) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
-                                                 const WaitContext& wait) {
+absl::StatusOr<PendingOpen> StreamService::Prepare(
+    const StreamSpec& spec, absl::Time deadline) const {
   if (absl::Status s = Validate(spec); !s.ok()) return s;
-  std::shared_ptr<const Catalog> catalog;
+  PendingOpen p;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
       return absl::UnavailableError("stokerd is shutting down");
     }
-    catalog = catalog_;
+    p.catalog = catalog_;
   }
   absl::StatusOr<const dataset::Dataset*> dataset =
-      catalog->FindDataset(spec.dataset);
+      p.catalog->FindDataset(spec.dataset);
   if (!dataset.ok()) return dataset.status();
   absl::StatusOr<const pipeline::Pipeline*> pipe =
-      catalog->FindPipeline(spec.pipeline);
+      p.catalog->FindPipeline(spec.pipeline);
   if (!pipe.ok()) return pipe.status();
   auto bound = (*pipe)->Bind(InputSchema((*dataset)->manifest()));
   if (!bound.ok()) {
@@ -145,34 +145,70 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
   const uint32_t window =
       prefetch + (spec.transport == "shm" ? std::max<uint32_t>(1, spec.hold) : 0);
 
-  AdmitRequest request;
-  request.bytes = batch_bytes * window;
-  request.peer = spec.peer.empty() ? "local" : spec.peer;
-  request.job_id = spec.job_id;
-  request.rank = spec.rank;
-  request.plan = JobPlan{spec.dataset,    spec.pipeline,  spec.seed,
-                         spec.batch_size, spec.world_size, spec.drop_last,
-                         so.num_samples};
-  request.weight = spec.weight;
-  request.what = absl::StrCat("this stream (", window, " batches of ",
-                              FormatBytes(batch_bytes), ")");
-  WaitContext bounded = wait;
-  bounded.deadline =
-      std::min(wait.deadline,
-               absl::Now() + absl::Seconds(options_.admission_wait_seconds));
-  absl::StatusOr<std::shared_ptr<StreamTicket>> ticket =
-      admission_->Admit(request, bounded);
-  if (!ticket.ok()) return ticket.status();
+  p.request.bytes = batch_bytes * window;
+  p.request.peer = spec.peer.empty() ? "local" : spec.peer;
+  p.request.job_id = spec.job_id;
+  p.request.rank = spec.rank;
+  p.request.plan = JobPlan{spec.dataset,    spec.pipeline,  spec.seed,
+                           spec.batch_size, spec.world_size, spec.drop_last,
+                           so.num_samples};
+  p.request.weight = spec.weight;
+  p.request.what = absl::StrCat("this stream (", window, " batches of ",
+                                FormatBytes(batch_bytes), ")");
+  p.spec = spec;
+  p.spec.prefetch = prefetch;
+  p.dataset = *dataset;
+  p.pipeline = *pipe;
+  p.bound = *std::move(bound);
+  p.sampler = *std::move(sampler);
+  p.window = window;
+  p.batch_bytes = batch_bytes;
+  p.deadline = std::min(
+      deadline, absl::Now() + absl::Seconds(options_.admission_wait_seconds));
+  return p;
+}
 
+absl::StatusOr<std::shared_ptr<StreamTicket>> StreamService::TryAdmit(
+    const PendingOpen& open, bool* waiting) {
+  return admission_->TryAdmit(open.request, waiting);
+}
+
+void StreamService::StopWaiting(const PendingOpen& open) {
+  admission_->StopWaiting(open.request);
+}
+
+void StreamService::SetAdmissionListener(std::function<void()> listener) {
+  admission_->SetListener(std::move(listener));
+}
+
+absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
+                                                 const WaitContext& wait) {
+  absl::StatusOr<PendingOpen> pending = Prepare(spec, wait.deadline);
+  if (!pending.ok()) return pending.status();
+  WaitContext bounded = wait;
+  bounded.deadline = pending->deadline;
+  absl::StatusOr<std::shared_ptr<StreamTicket>> ticket =
+      admission_->Admit(pending->request, bounded);
+  if (!ticket.ok()) return ticket.status();
+  return Complete(*std::move(pending), *std::move(ticket));
+}
+
+absl::StatusOr<OpenedStream> StreamService::Complete(
+    PendingOpen pending, std::shared_ptr<StreamTicket> ticket) {
+  const StreamSpec& spec = pending.spec;
+  const std::shared_ptr<const Catalog>& catalog = pending.catalog;
+  const dataset::Dataset* const dataset = pending.dataset;
+  const uint32_t prefetch = spec.prefetch;
+  const uint32_t window = pending.window;
+  const uint64_t batch_bytes = pending.batch_bytes;
   Stream::Options options;
   options.spec = spec;
-  options.spec.prefetch = prefetch;
   options.catalog = catalog;
-  options.dataset = *dataset;
-  options.pipeline = *std::move(bound);
-  options.sampler = *std::move(sampler);
+  options.dataset = dataset;
+  options.pipeline = std::move(pending.bound);
+  options.sampler = std::move(pending.sampler);
   options.pool = pool_;
-  options.group = (*ticket)->group();
+  options.group = ticket->group();
   options.on_corrupt = options_.on_corrupt;
   options.counters = CountersFor(spec);
   // A shared run's producer is built from the same parts.
@@ -181,8 +217,9 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
     producer.emplace();
     producer->spec = options.spec;
     producer->catalog = catalog;
-    producer->dataset = *dataset;
-    producer->pipeline = (*pipe)->Bind(InputSchema((*dataset)->manifest())).value();
+    producer->dataset = dataset;
+    producer->pipeline =
+        pending.pipeline->Bind(InputSchema(dataset->manifest())).value();
     producer->sampler = *options.sampler;
     producer->pool = pool_;
     producer->on_corrupt = options_.on_corrupt;
@@ -190,7 +227,7 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
     producer->count_deliveries = false;
   }
 
-  const uint64_t id = (*ticket)->id();
+  const uint64_t id = ticket->id();
   OpenedStream opened;
   StreamObserver* const observer = observer_;
   if (observer == nullptr) {
@@ -208,7 +245,7 @@ absl::StatusOr<OpenedStream> StreamService::Open(const StreamSpec& spec,
           delete s;
         });
   }
-  opened.ticket = *std::move(ticket);
+  opened.ticket = std::move(ticket);
   opened.prefetch = prefetch;
   opened.window = window;
   opened.batch_bytes = batch_bytes;

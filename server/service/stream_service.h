@@ -14,7 +14,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -70,6 +72,23 @@ struct OpenedStream {
   std::shared_ptr<BufferSource> run_memory;
 };
 
+// An open that passed every check of its request and waits for admission
+// (Prepare, then TryAdmit until granted, then Complete). Move-only.
+struct PendingOpen {
+  StreamSpec spec;  // With the prefetch depth granted.
+  std::shared_ptr<const Catalog> catalog;
+  const dataset::Dataset* dataset = nullptr;     // Owned by catalog.
+  const pipeline::Pipeline* pipeline = nullptr;  // Owned by catalog.
+  std::unique_ptr<pipeline::BoundPipeline> bound;
+  std::optional<dataset::Sampler> sampler;
+  uint32_t window = 0;
+  uint64_t batch_bytes = 0;
+  AdmitRequest request;
+  // How long admission may wait: the caller's deadline, and at most
+  // admission_wait_seconds from Prepare.
+  absl::Time deadline;
+};
+
 // What the metrics layer sees of one open stream.
 struct StreamSnapshot {
   uint64_t id = 0;
@@ -107,8 +126,31 @@ class StreamService {
   // disagrees with its job; Unavailable once shutting down. Waits for
   // budget or its rank until `wait.deadline`, and at most
   // admission_wait_seconds.
+  //
+  // Open() is Prepare, Admission::Admit (which waits on this thread), and
+  // Complete; the Opener (opener.h) runs the same steps without a thread
+  // per waiting open.
   absl::StatusOr<OpenedStream> Open(const StreamSpec& spec,
                                     const WaitContext& wait = {});
+
+  // The checks of Open() that come before admission; no wait. `deadline`
+  // is the caller's.
+  absl::StatusOr<PendingOpen> Prepare(const StreamSpec& spec,
+                                      absl::Time deadline) const;
+  // One try at admission (see Admission::TryAdmit): `*waiting` says whether
+  // the open is counted as waiting, before and after.
+  absl::StatusOr<std::shared_ptr<StreamTicket>> TryAdmit(
+      const PendingOpen& open, bool* waiting);
+  // An open counted as waiting gives up (deadline, cancel).
+  void StopWaiting(const PendingOpen& open);
+  // Called, under admission's lock, whenever memory or a stream is freed
+  // or admission shuts down: when a waiting open may get in. Must be quick
+  // and take no lock that is held while calling into the service.
+  void SetAdmissionListener(std::function<void()> listener);
+  // Builds the admitted stream: joins or starts its shared run, registers
+  // it, tells the observer.
+  absl::StatusOr<OpenedStream> Complete(PendingOpen pending,
+                                        std::shared_ptr<StreamTicket> ticket);
 
   // Job weights from the config (see Admission::SetJobWeights).
   void SetJobWeights(std::map<std::string, double> weights);

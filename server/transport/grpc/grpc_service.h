@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "server/metrics/daemon_stats.h"
+#include "server/service/opener.h"
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/unix_acceptor.h"
 #include "server/transport/shm/fd_server.h"
@@ -25,10 +26,11 @@ using StokerBase = v1::Stoker::WithCallbackMethod_ListDatasets<
 
 class GrpcService final : public StokerBase {
  public:
-  // `service` and `fd_server` must outlive the gRPC server this is
-  // registered with. `fd_server` is null when there is no unix socket.
-  GrpcService(service::StreamService* service, FdServer* fd_server)
-      : service_(service), fd_server_(fd_server) {}
+  // `service`, `opener` and `fd_server` must outlive the gRPC server this
+  // is registered with. `fd_server` is null when there is no unix socket.
+  GrpcService(service::StreamService* service, service::Opener* opener,
+              FdServer* fd_server)
+      : service_(service), opener_(opener), fd_server_(fd_server) {}
 
   grpc::ServerUnaryReactor* ListDatasets(
       grpc::CallbackServerContext* context,
@@ -55,6 +57,7 @@ class GrpcService final : public StokerBase {
 
  private:
   service::StreamService* const service_;
+  service::Opener* const opener_;
   FdServer* const fd_server_;
   std::function<metrics::DaemonStats()> stats_source_;
   const UnixAcceptor* acceptor_ = nullptr;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -13,10 +12,11 @@
 namespace stoker::transport {
 
 StreamReactor::StreamReactor(service::StreamService* service,
-                             FdServer* fd_server,
+                             service::Opener* opener, FdServer* fd_server,
                              grpc::CallbackServerContext* context,
                              std::string peer)
     : service_(service),
+      opener_(opener),
       fd_server_(fd_server),
       deadline_(context->deadline()),
       peer_(std::move(peer)) {
@@ -65,7 +65,7 @@ void StreamReactor::OnReadDone(bool ok) {
     return;
   }
   if (!opened) {
-    // The next read starts once the stream is open (OpenAndStart).
+    // The next read starts once the stream is open (Start).
     HandleOpen(in_);
     return;
   }
@@ -123,26 +123,26 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
     opening_ = true;
   }
   // While opening_ is set, FinishOnce only records a cancel, so gRPC cannot
-  // finish the call under that thread; the reference keeps this reactor's
-  // memory valid until the thread is done with it.
+  // finish the call under the opener; the reference keeps this reactor's
+  // memory valid until the opener is done with it.
   refs_.fetch_add(1);
-  std::thread([this, open] {
-    OpenAndStart(open);
-    Unref();
-  }).detach();
-}
-
-void StreamReactor::OpenAndStart(const v1::OpenStream& open) {
   service::StreamSpec spec = ToSpec(open);
   spec.peer = peer_;
-  service::WaitContext wait;
-  wait.deadline = absl::FromChrono(deadline_);
+  absl::Time deadline = absl::FromChrono(deadline_);
   if (open.open_timeout() > 0) {
-    wait.deadline = std::min(wait.deadline,
-                             absl::Now() + absl::Seconds(open.open_timeout()));
+    deadline =
+        std::min(deadline, absl::Now() + absl::Seconds(open.open_timeout()));
   }
-  wait.cancelled = [this] { return cancel_requested_.load(); };
-  absl::StatusOr<service::OpenedStream> opened = service_->Open(spec, wait);
+  opener_->Submit(
+      std::move(spec), deadline, [this] { return cancel_requested_.load(); },
+      [this, open](absl::StatusOr<service::OpenedStream> opened) {
+        OnOpened(open, std::move(opened));
+        Unref();
+      });
+}
+
+void StreamReactor::OnOpened(const v1::OpenStream& open,
+                             absl::StatusOr<service::OpenedStream> opened) {
   grpc::Status refused;
   if (!opened.ok()) refused = ToGrpcStatus(opened.status());
   std::shared_ptr<service::Stream> stream;

@@ -1,9 +1,9 @@
 // StreamReactor: one Stream RPC over gRPC's callback API.
 //
 // The reactor never blocks a gRPC thread. It reads the open request and
-// opens the stream on a thread of its own, since admission may wait for
-// memory budget (up to the call's deadline); then it keeps one read pending for acknowledgements and at most one write in
-// flight. Pump() moves the stream forward whenever something changes (a
+// hands it to the Opener (service/opener.h), since admission may wait for
+// memory budget (up to the call's deadline); then it keeps one read pending
+// for acknowledgements and at most one write in flight. Pump() moves the stream forward whenever something changes (a
 // batch finished, a write completed, an ack arrived, a buffer came back):
 // it hands the stream empty buffers while fewer than `prefetch` batches are
 // unacknowledged, and writes finished batches in order.
@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "server/service/opener.h"
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/delivery.h"
 #include "server/transport/shm/fd_server.h"
@@ -41,12 +42,13 @@ namespace stoker::transport {
 class StreamReactor
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  // `service` and `fd_server` outlive every RPC (the server is shut down
-  // first). `fd_server` is null when the daemon has no unix socket, and then
-  // the shm transport is refused.
+  // `service`, `opener` and `fd_server` outlive every RPC (the server is
+  // shut down first). `fd_server` is null when the daemon has no unix
+  // socket, and then the shm transport is refused.
   // `peer` is the caller's key for per-peer limits (see PeerKey).
-  StreamReactor(service::StreamService* service, FdServer* fd_server,
-                grpc::CallbackServerContext* context, std::string peer);
+  StreamReactor(service::StreamService* service, service::Opener* opener,
+                FdServer* fd_server, grpc::CallbackServerContext* context,
+                std::string peer);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -58,24 +60,27 @@ class StreamReactor
   // Takes the acks of a request after the open, from the call or the
   // notice socket; finishes the call on anything else.
   void TakeAcks(const v1::StreamRequest& request);
-  // Runs on its own thread: admits and opens the stream, then starts it.
-  void OpenAndStart(const v1::OpenStream& open);
+  // Runs on the opener's thread with the outcome of the open: sets the
+  // stream up on its transport and starts it, or finishes the call.
+  void OnOpened(const v1::OpenStream& open,
+                absl::StatusOr<service::OpenedStream> opened);
   void Pump();
   void FinishOnce(const grpc::Status& status);
-  // Deletes this once gRPC is done with it (OnDone) and no opening thread
-  // still uses it.
+  // Deletes this once gRPC is done with it (OnDone) and the opener no
+  // longer holds it.
   void Unref();
 
   // FAILED_PRECONDITION, saying why, for a transport this daemon can't serve.
   grpc::Status CheckTransport(v1::Transport transport) const;
 
   service::StreamService* const service_;
+  service::Opener* const opener_;
   FdServer* const fd_server_;
   const std::chrono::system_clock::time_point deadline_;
   const std::string peer_;
   // Set when the client goes away while the open is waiting.
   std::atomic<bool> cancel_requested_{false};
-  std::atomic<int> refs_{1};  // gRPC's, plus one while an open runs.
+  std::atomic<int> refs_{1};  // gRPC's, plus the opener's while it opens.
 
   grpc::ByteBuffer in_;  // Used by one read at a time.
 
@@ -90,7 +95,7 @@ class StreamReactor
   uint32_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool opening_ ABSL_GUARDED_BY(mu_) = false;  // OpenAndStart is running.
+  bool opening_ ABSL_GUARDED_BY(mu_) = false;  // Until OnOpened() is done.
   // The status to finish with once the write in flight completes.
   std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);  // Valid until OnWriteDone.

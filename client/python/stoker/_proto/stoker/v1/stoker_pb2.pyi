@@ -276,7 +276,7 @@ class StorageStats(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
 
 class StreamHeader(_message.Message):
-    __slots__ = ["ack_list", "notices", "num_samples", "outputs", "prefetch", "samples_per_epoch", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
+    __slots__ = ["ack_list", "notices", "num_samples", "outputs", "prefetch", "samples_per_epoch", "share_refused", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
     ACK_LIST_FIELD_NUMBER: _ClassVar[int]
     NOTICES_FIELD_NUMBER: _ClassVar[int]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +285,7 @@ class StreamHeader(_message.Message):
     SAMPLES_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SHARED_RING_FIELD_NUMBER: _ClassVar[int]
+    SHARE_REFUSED_FIELD_NUMBER: _ClassVar[int]
     SHM_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -295,13 +296,14 @@ class StreamHeader(_message.Message):
     outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     prefetch: int
     samples_per_epoch: int
+    share_refused: str
     shared: bool
     shared_ring: ShmRing
     shm: ShmRing
     start: Position
     steps_per_epoch: int
     transport: Transport
-    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ..., notices: _Optional[_Union[NoticeSocket, _Mapping]] = ...) -> None: ...
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ..., notices: _Optional[_Union[NoticeSocket, _Mapping]] = ..., share_refused: _Optional[str] = ...) -> None: ...
 
 class StreamRequest(_message.Message):
     __slots__ = ["ack", "acks", "open"]
