@@ -49,6 +49,7 @@
 #include "server/service/batch.h"
 #include "server/service/catalog.h"
 #include "server/service/counters.h"
+#include "server/service/stream_session.h"
 
 namespace stoker::service {
 
@@ -93,7 +94,8 @@ struct StreamStats {
   bool sharing = false;     // Attached to a shared run now.
 };
 
-class Stream : public std::enable_shared_from_this<Stream> {
+class Stream : public BatchSource,
+               public std::enable_shared_from_this<Stream> {
  public:
   struct Options {
     StreamSpec spec;
@@ -126,17 +128,17 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Starts the next batch in `buffer` (capacity >= layout().Bytes(batch
   // size)). Returns false, dropping the buffer, when no batch is left to
   // start or the stream has failed or been cancelled.
-  bool Fill(std::unique_ptr<BatchBuffer> buffer);
+  bool Fill(std::unique_ptr<BatchBuffer> buffer) override;
 
   // True while Fill() would start a batch.
-  bool HasMore();
+  bool HasMore() override;
 
   // The next batch in order, once it is finished.
-  std::optional<ReadyBatch> TakeReady();
+  std::optional<ReadyBatch> TakeReady() override;
 
   // True when every batch was taken, or the stream failed (see status()).
-  bool Done();
-  absl::Status status();
+  bool Done() override;
+  absl::Status status() override;
 
   // Ends the stream with `status` (e.g. Unavailable at shutdown): no batch
   // starts or is handed out after it, and Done() is true. Runs the callback.

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/service/stream_session.h"
 
 namespace stoker::service {
 
@@ -143,7 +144,7 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
   const uint32_t prefetch =
       spec.prefetch == 0 ? default_prefetch : spec.prefetch;
   const uint32_t window =
-      prefetch + (spec.transport == "shm" ? std::max<uint32_t>(1, spec.hold) : 0);
+      StreamSession::Window(prefetch, spec.transport == "shm", spec.hold);
 
   p.request.bytes = batch_bytes * window;
   p.request.peer = spec.peer.empty() ? "local" : spec.peer;

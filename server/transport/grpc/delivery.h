@@ -27,6 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/service/batch.h"
+#include "server/service/stream_session.h"
 #include "server/transport/grpc/buffer_pool.h"
 #include "server/transport/grpc/convert.h"
 #include "server/transport/shm/fd_server.h"
@@ -35,22 +36,17 @@
 
 namespace stoker::transport {
 
-class Delivery {
+class Delivery : public service::BufferSlots {
  public:
-  virtual ~Delivery() = default;
-  // A buffer for the next batch, or null while none is free.
-  virtual std::unique_ptr<service::BatchBuffer> Take() = 0;
   // The wire bytes of the StreamResponse for `batch`; takes its buffer.
   virtual grpc::ByteBuffer Encode(service::ReadyBatch batch) = 0;
   // The client acknowledged the batch at (epoch, step).
   virtual void Acked(uint64_t epoch, uint64_t step) = 0;
-  // Whether a stream whose every batch was sent may end now, with `unacked`
-  // batches not yet acknowledged. grpc: only once all are acknowledged (the
-  // client acks on receipt, so its last stall report is never lost). shm:
+  // BufferSlots::MayEnd: grpc only once every batch is acknowledged (the
+  // client acks on receipt, so its last stall report is never lost). shm
   // once the client has fetched the ring, which ending would free; its
   // client may hold its last batches after the end (their slots stay
   // valid, since nothing refills them), so acks are not awaited.
-  virtual bool MayEnd(uint32_t unacked) const = 0;
   // Adds what the client needs to know to the stream header.
   virtual void DescribeIn(v1::StreamHeader* header) = 0;
   // `hook` runs when a buffer comes back other than through an ack, or when

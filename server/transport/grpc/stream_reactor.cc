@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -91,17 +92,24 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
   const int count = single != nullptr ? 1 : request.acks().acks_size();
   std::shared_ptr<service::Stream> stream;
   std::shared_ptr<Delivery> delivery;
+  std::vector<const v1::Ack*> known;
   {
     absl::MutexLock lock(&mu_);
     if (stream_ == nullptr) return;  // Done: OnDone took it.
-    unacked_ -= std::min<uint32_t>(unacked_, count);
+    for (int i = 0; i < count; ++i) {
+      const v1::Ack& ack = single != nullptr ? *single : request.acks().acks(i);
+      if (session_->OnAck(ack.position().epoch(), ack.position().step())) {
+        known.push_back(&ack);
+      }
+    }
     stream = stream_;
     delivery = delivery_;
   }
-  for (int i = 0; i < count; ++i) {
-    const v1::Ack& ack = single != nullptr ? *single : request.acks().acks(i);
-    delivery->Acked(ack.position().epoch(), ack.position().step());
-    stream->RecordAck(ack.wait_seconds(), ack.busy_seconds());
+  // Only a batch in flight is let go: a repeated or made-up ack frees no
+  // slot and counts no stall.
+  for (const v1::Ack* ack : known) {
+    delivery->Acked(ack->position().epoch(), ack->position().step());
+    stream->RecordAck(ack->wait_seconds(), ack->busy_seconds());
   }
   Pump();
 }
@@ -210,7 +218,7 @@ void StreamReactor::OnOpened(const v1::OpenStream& open,
     delivery_ = delivery;
     shm_delivery_ = std::move(shm_delivery);
     channel_ = std::move(channel);
-    prefetch_ = opened->window;
+    session_.emplace(opened->window);
     pending_header_ =
         std::make_unique<grpc::ByteBuffer>(SerializeToByteBuffer(response));
     opening_ = false;
@@ -235,41 +243,43 @@ void StreamReactor::Pump() {
   {
     absl::MutexLock lock(&mu_);
     if (finished_ || stream_ == nullptr) return;
-    // Start as many batches as flow control allows.
-    while (unacked_ < prefetch_ && stream_->HasMore()) {
-      std::unique_ptr<service::BatchBuffer> buffer = delivery_->Take();
-      if (buffer == nullptr) break;
-      if (!stream_->Fill(std::move(buffer))) break;
-      ++unacked_;
-    }
-    // Over the notice socket, once the client is there (it connects after
-    // reading the header), every finished batch goes out at once.
-    const bool noticing = channel_ != nullptr && channel_->connected();
-    while (noticing) {
-      std::optional<service::ReadyBatch> batch = stream_->TakeReady();
-      if (!batch.has_value()) break;
-      const auto started = std::chrono::steady_clock::now();
-      channel_->Send(shm_delivery_->Describe(*std::move(batch)));
-      stream_->RecordTransfer(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(
-              std::chrono::steady_clock::now() - started)
-              .count());
-    }
-    if (writing_) return;
-    if (pending_header_ != nullptr) {
+    if (pending_header_ != nullptr && !writing_) {
       out_ = std::move(*pending_header_);
       pending_header_.reset();
       writing_ = start_write = true;
-    } else if (std::optional<service::ReadyBatch> batch =
-                   channel_ == nullptr ? stream_->TakeReady() : std::nullopt) {
-      out_ = delivery_->Encode(*std::move(batch));
+    }
+    // Over the notice socket, once the client is there (it connects after
+    // reading the header), every finished batch goes out at once, whatever
+    // the call is writing. Otherwise batches go on the call, one at a time,
+    // after the header.
+    const bool noticing = channel_ != nullptr && channel_->connected();
+    const bool on_call = channel_ == nullptr && pending_header_ == nullptr;
+    for (;;) {
+      if (!noticing && writing_) {
+        session_->Fill(*stream_, *delivery_);
+        break;
+      }
+      service::StreamSession::Action action = session_->Next(
+          *stream_, *delivery_, /*can_send=*/noticing || on_call,
+          /*can_end=*/!writing_ && (channel_ == nullptr || noticing));
+      if (action.kind == service::StreamSession::Action::kFinish) {
+        finish = ToGrpcStatus(action.status);
+        break;
+      }
+      if (action.kind == service::StreamSession::Action::kWait) break;
+      if (noticing) {
+        const auto started = std::chrono::steady_clock::now();
+        channel_->Send(shm_delivery_->Describe(*std::move(action.batch)));
+        stream_->RecordTransfer(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now() - started)
+                .count());
+        continue;
+      }
+      out_ = delivery_->Encode(*std::move(action.batch));
       writing_ = start_write = true;
       batch_write_started_ = std::chrono::steady_clock::now();
-    } else if (stream_->Done() &&
-               ((delivery_->MayEnd(unacked_) &&
-                 (channel_ == nullptr || channel_->connected())) ||
-                !stream_->status().ok())) {
-      finish = ToGrpcStatus(stream_->status());
+      break;
     }
   }
   if (finish.has_value()) {

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/service/opener.h"
 #include "server/service/stream_service.h"
+#include "server/service/stream_session.h"
 #include "server/transport/grpc/delivery.h"
 #include "server/transport/shm/fd_server.h"
 #include "server/transport/shm/notice_channel.h"
@@ -91,8 +92,8 @@ class StreamReactor
   // what it is, which describes batches for the socket.
   std::shared_ptr<NoticeChannel> channel_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<ShmDelivery> shm_delivery_ ABSL_GUARDED_BY(mu_);
-  uint32_t prefetch_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t unacked_ ABSL_GUARDED_BY(mu_) = 0;
+  // The window, the order and the acks; set once the stream is open.
+  std::optional<service::StreamSession> session_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool opening_ ABSL_GUARDED_BY(mu_) = false;  // Until OnOpened() is done.

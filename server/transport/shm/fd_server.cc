@@ -146,8 +146,8 @@ void FdServer::Loop() {
     auto late = std::partition(pending.begin(), pending.end(),
                                [&](const Pending& p) { return p.deadline > now; });
     for (auto it = late; it != pending.end(); ++it) {
+      timed_out_.fetch_add(1);  // First: the peer may look once it is closed.
       close(it->fd);
-      timed_out_.fetch_add(1);
     }
     pending.erase(late, pending.end());
 
