@@ -225,10 +225,16 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   so.share_lag_window = o.sharing.lag_window;
   // Shared runs build in memfd rings, which shm clients map: a batch built
   // once reaches every consumer without a copy.
-  so.run_memory = [](uint32_t count, size_t bytes, std::shared_ptr<void> hold)
+  StokerServer* const root = server.get();
+  so.run_memory = [root](uint32_t count, size_t bytes,
+                         std::shared_ptr<void> hold)
       -> absl::StatusOr<std::shared_ptr<service::BufferSource>> {
-    return transport::ShmRing::Create("stoker-shared-run", count, bytes,
-                                      std::move(hold));
+    auto ring = transport::ShmRing::Create("stoker-shared-run", count, bytes,
+                                           std::move(hold));
+    if (ring.ok() && root->fd_server_ != nullptr) {
+      root->fd_server_->AddRunRing(*ring);
+    }
+    return ring;
   };
   so.max_batch_bytes = o.limits.max_batch_bytes;
   so.memory_budget = o.memory_budget;

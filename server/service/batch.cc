@@ -24,8 +24,8 @@ std::unique_ptr<BatchBuffer> HeapBufferSource::Take() {
 
 std::unique_ptr<BatchBuffer> ReclaimBuffer(
     std::unique_ptr<BatchBuffer> buffer) {
-  if (auto* lent = dynamic_cast<LentBatchBuffer*>(buffer.get())) {
-    return lent->TakeOwn();
+  if (buffer->lender() != nullptr) {
+    return buffer->TakeOwn();
   }
   return buffer;
 }

@@ -52,9 +52,22 @@ class BatchLayout {
 // borrows it while the batch is built and hands it back in a ReadyBatch.
 class BatchBuffer {
  public:
+  // Where a buffer lives: the ring or pool it belongs to (compared, never
+  // followed) and its index there; {nullptr, 0} for a buffer on its own.
+  struct Home {
+    const void* owner = nullptr;
+    uint32_t index = 0;
+  };
+
   virtual ~BatchBuffer() = default;
   virtual uint8_t* data() = 0;
   virtual size_t capacity() const = 0;
+  virtual Home home() const { return {}; }
+  // A batch lent by a shared run (LentBatchBuffer) reads the run's buffer,
+  // and holds the stream's own: the one, or null for any other buffer...
+  virtual const BatchBuffer* lender() const { return nullptr; }
+  // ...and the other, taken out (null for any other buffer).
+  virtual std::unique_ptr<BatchBuffer> TakeOwn() { return nullptr; }
 };
 
 // A plain heap buffer, aligned for SIMD stores.
@@ -134,9 +147,9 @@ class LentBatchBuffer : public BatchBuffer {
   uint8_t* data() override { return batch_->buffer->data(); }
   size_t capacity() const override { return batch_->buffer->capacity(); }
   // The run's buffer the batch is in.
-  BatchBuffer* lender() const { return batch_->buffer.get(); }
+  const BatchBuffer* lender() const override { return batch_->buffer.get(); }
   // The stream's own buffer; the run's batch is let go with this object.
-  std::unique_ptr<BatchBuffer> TakeOwn() { return std::move(own_); }
+  std::unique_ptr<BatchBuffer> TakeOwn() override { return std::move(own_); }
 
  private:
   const std::shared_ptr<const ReadyBatch> batch_;

@@ -34,22 +34,21 @@ v1::StreamResponse ShmDelivery::Describe(service::ReadyBatch batch) {
   Sent sent;
   bool in_shared_ring = false;
   uint32_t shared_slot = 0;
-  if (auto* lent =
-          dynamic_cast<service::LentBatchBuffer*>(batch.buffer.get())) {
-    std::unique_ptr<service::BatchBuffer> own = lent->TakeOwn();
-    const auto* run_slot = dynamic_cast<const ShmSlotBuffer*>(lent->lender());
-    if (shared_ring_ != nullptr && run_slot != nullptr &&
-        run_slot->ring() == shared_ring_.get()) {
+  if (const service::BatchBuffer* lender = batch.buffer->lender()) {
+    std::unique_ptr<service::BatchBuffer> own = batch.buffer->TakeOwn();
+    const service::BatchBuffer::Home run_slot = lender->home();
+    if (shared_ring_ != nullptr && run_slot.owner == shared_ring_.get()) {
       in_shared_ring = true;
-      shared_slot = run_slot->slot();
+      shared_slot = run_slot.index;
       sent.lent = std::move(batch.buffer);
     } else {
       // The client cannot see the run's buffer: it gets a copy.
-      std::memcpy(own->data(), lent->data(), batch.bytes);
+      std::memcpy(own->data(), batch.buffer->data(), batch.bytes);
     }
     batch.buffer = std::move(own);
   }
-  sent.slot = static_cast<ShmSlotBuffer*>(batch.buffer.get())->slot();
+  // Every buffer of this stream is a slot of its ring.
+  sent.slot = batch.buffer->home().index;
   const uint32_t slot = in_shared_ring ? shared_slot : sent.slot;
   {
     absl::MutexLock lock(&mu_);

@@ -178,7 +178,7 @@ void StreamReactor::OnOpened(const v1::OpenStream& open,
       if (ring.ok()) {
         std::shared_ptr<ShmRing> shared_ring;
         if (open.map_shared_ring()) {
-          shared_ring = std::dynamic_pointer_cast<ShmRing>(opened->run_memory);
+          shared_ring = fd_server_->RunRing(opened->run_memory.get());
         }
         shm_delivery = std::make_shared<ShmDelivery>(
             *std::move(ring), fd_server_, std::move(shared_ring));

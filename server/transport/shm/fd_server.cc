@@ -130,6 +130,21 @@ void FdServer::Unregister(const std::string& token) {
   wanted_.erase(token);
 }
 
+void FdServer::AddRunRing(const std::shared_ptr<ShmRing>& ring) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = run_rings_.begin(); it != run_rings_.end();) {
+    it = it->second.expired() ? run_rings_.erase(it) : std::next(it);
+  }
+  run_rings_[ring.get()] = ring;
+}
+
+std::shared_ptr<ShmRing> FdServer::RunRing(
+    const service::BufferSource* source) {
+  absl::MutexLock lock(&mu_);
+  auto it = run_rings_.find(source);
+  return it == run_rings_.end() ? nullptr : it->second.lock();
+}
+
 FdServer::Stats FdServer::GetStats() const {
   return Stats{refused_.load(), timed_out_.load(), accept_failures_.load()};
 }

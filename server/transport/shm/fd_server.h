@@ -70,6 +70,13 @@ class FdServer {
   // Forgets a token of either kind.
   void Unregister(const std::string& token);
 
+  // The rings shared runs build in (the composition root makes them), so
+  // that a stream's open, which reports its run's memory as a plain
+  // BufferSource, can offer that ring to its client. Held weakly.
+  void AddRunRing(const std::shared_ptr<ShmRing>& ring);
+  // The run ring behind `source`, or null if it is none of them.
+  std::shared_ptr<ShmRing> RunRing(const service::BufferSource* source);
+
   // Connections refused for a bound or dropped for a late token, and
   // accept failures, since Start (tests and metrics).
   struct Stats {
@@ -113,6 +120,8 @@ class FdServer {
   absl::Mutex mu_;
   std::map<std::string, std::weak_ptr<ShmRing>> rings_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<void(int)>> wanted_
+      ABSL_GUARDED_BY(mu_);
+  std::map<const service::BufferSource*, std::weak_ptr<ShmRing>> run_rings_
       ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -87,7 +87,7 @@ class ShmSlotBuffer : public service::BatchBuffer {
   uint8_t* data() override { return data_; }
   size_t capacity() const override { return ring_->slot_bytes(); }
   uint32_t slot() const { return slot_; }
-  const ShmRing* ring() const { return ring_.get(); }
+  Home home() const override { return {ring_.get(), slot_}; }
 
  private:
   const std::shared_ptr<ShmRing> ring_;  // Keeps the mapping alive.
