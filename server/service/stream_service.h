@@ -113,9 +113,16 @@ class StreamService {
   // reconnect at their position once the daemon is back.
   void Shutdown();
 
-  // Admission's figures, and the shared runs alive.
+  // A dataset of the current catalog and the shards found damaged in it
+  // (none while it is healthy).
+  struct DatasetHealth {
+    std::string dataset;
+    std::vector<dataset::ShardDamage> damage;
+  };
+  // Admission's figures, the shared runs alive, and the datasets' health.
   struct Stats : Admission::Stats {
     uint32_t shared_runs = 0;
+    std::vector<DatasetHealth> datasets;  // In name order.
   };
   Stats GetStats() const;
   // Every open stream, in the order they opened.
