@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -119,11 +120,20 @@ int RunPack(const PackFlags& flags,
                                         : dataset::OnError::kSkip;
   o.force = flags.force;
   o.validate = validate;
+  o.notice = [](const std::string& line) {
+    std::fprintf(stderr, "stoker pack: %s\n", line.c_str());
+  };
   absl::StatusOr<dataset::PackReport> report;
   {
     ProgressBar bar;
     o.progress = [&bar](const PackProgress& p) { bar.Update(p); };
-    report = dataset::Pack(o);
+    // Pack returns its errors; an exception from a library it uses is
+    // caught here, after Pack's temporary folder was removed on the way out.
+    try {
+      report = dataset::Pack(o);
+    } catch (const std::exception& e) {
+      report = absl::InternalError(e.what());
+    }
   }
   if (!report.ok()) {
     PrintError("pack", report.status());

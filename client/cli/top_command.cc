@@ -148,6 +148,15 @@ std::string Render(const TopView& v, const std::string& address) {
                           Cut(s.fstype, 12), s.kind,
                           s.advice.empty() ? s.path : s.advice);
   }
+  for (const DamagedDatasetRow& d : v.damaged) {
+    absl::StrAppendFormat(&out,
+                          "\nUNHEALTHY dataset '%s': streams reaching these "
+                          "shards end with DATA_LOSS; run stoker verify\n",
+                          d.dataset);
+    for (const std::string& shard : d.shards) {
+      absl::StrAppendFormat(&out, "  %s\n", shard);
+    }
+  }
   if (!v.errors.empty()) {
     out += "\nERRORS since start:";
     for (const auto& [code, n] : v.errors) {

@@ -198,6 +198,14 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     v.storage.push_back(
         {s.dataset(), s.path(), s.fstype(), s.kind(), s.advice()});
   }
+  for (const v1::DatasetHealth& d : after.datasets()) {
+    if (d.healthy()) continue;
+    DamagedDatasetRow row{d.dataset(), {}};
+    for (const v1::ShardDamage& s : d.damage()) {
+      row.shards.push_back(absl::StrCat(s.file(), ": ", s.reason()));
+    }
+    v.damaged.push_back(std::move(row));
+  }
   for (const v1::ErrorCount& e : after.errors()) v.errors[e.code()] = e.count();
 
   // Streams: deltas against the same id; a new stream starts from zero.
@@ -360,6 +368,11 @@ nlohmann::json ToJson(const TopView& v) {
                               {"fstype", s.fstype},
                               {"kind", s.kind},
                               {"advice", s.advice}});
+  }
+  out["damaged_datasets"] = nlohmann::json::array();
+  for (const DamagedDatasetRow& d : v.damaged) {
+    out["damaged_datasets"].push_back(
+        {{"dataset", d.dataset}, {"shards", d.shards}});
   }
   out["errors"] = nlohmann::json::object();
   for (const auto& [code, n] : v.errors) out["errors"][code] = n;

@@ -99,6 +99,13 @@ struct StorageRow {
   std::string dataset, path, fstype, kind, advice;
 };
 
+// A dataset the daemon found damaged while serving: the streams that reach
+// the damaged shards end with DATA_LOSS.
+struct DamagedDatasetRow {
+  std::string dataset;
+  std::vector<std::string> shards;  // "shard-00001.lmdb: key 7: SIGBUS ..."
+};
+
 struct TopView {
   double interval_seconds = 0;
   double uptime_seconds = 0;
@@ -111,6 +118,7 @@ struct TopView {
   std::vector<StreamRow> streams;
   std::vector<JobRow> jobs;  // Label sets active in the interval or open.
   std::vector<StorageRow> storage;
+  std::vector<DamagedDatasetRow> damaged;  // Unhealthy datasets only.
   std::map<std::string, uint64_t> errors;  // Cumulative, by code.
   Verdict verdict;                         // Over all jobs together.
 };

@@ -306,6 +306,21 @@ void ConfigReader::ReadLimits(const MapEntry& entry) {
       if (auto size = ReadSize(e, key, diag_)) limits.max_batch_bytes = *size;
       continue;
     }
+    if (e.key == "max_decode_pixels") {
+      if (auto n = internal::ReadNumber(
+              e, key, 1, pipeline::kMaxDecodePixelsCeiling,
+              absl::StrCat("a whole number of pixels from 1 to ",
+                           pipeline::kMaxDecodePixelsCeiling),
+              diag_)) {
+        if (*n != static_cast<double>(static_cast<uint64_t>(*n))) {
+          diag_.Error(e.value_mark,
+                      absl::StrCat(key, ": expected a whole number, got ", *n));
+        } else {
+          limits.max_decode_pixels = static_cast<uint64_t>(*n);
+        }
+      }
+      continue;
+    }
     if (e.key == "admission_wait") {
       if (auto s = internal::ReadNumber(e, key, 0, 86400,
                                         "a number of seconds from 0 to 86400",

@@ -103,6 +103,16 @@ const std::vector<KeyDoc>& Keys() {
        "`open_timeout` or deadline may shorten it."},
       {"limits.max_batch_bytes", "size", "",
        "Largest batch, in bytes, a request may ask for."},
+      {"limits.max_decode_pixels", "integer, 1 to 268435456", "",
+       "Most pixels (width x height, read from the JPEG header before any "
+       "pixel is decoded) a sample's image may have. A bigger one counts as "
+       "a corrupt sample: skipped or DATA_LOSS per `on_corrupt`, with a "
+       "message naming the dataset, the sample and its size. It bounds "
+       "what one decode holds: at most about 12.5 bytes per pixel of the "
+       "limit (a progressive CMYK JPEG keeps 8 bytes of coefficients per "
+       "pixel, plus a full-scale window of 3 and its box reduction), so "
+       "decode scratch memory is at most workers x 12.5 x this, outside "
+       "`memory_budget` (docs/architecture.md, \"Decode memory\")."},
       {"sharing", "map", "", "Shared preprocessing runs (streams opened "
        "with `share: true`)."},
       {"sharing.lag_window", "integer >= 1", "",
@@ -165,6 +175,9 @@ std::string DefaultOf(absl::string_view key) {
   }
   if (key == "limits.max_batch_bytes") {
     return FormatByteSize(d.limits.max_batch_bytes);
+  }
+  if (key == "limits.max_decode_pixels") {
+    return absl::StrCat(d.limits.max_decode_pixels);
   }
   if (key == "limits.admission_wait") {
     return absl::StrCat(d.limits.admission_wait_seconds);

@@ -1,18 +1,97 @@
 #include "server/dataset/dataset.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace stoker::dataset {
 namespace {
 
+constexpr char kShardDamageUrl[] = "type.stoker.dev/shard-damage";
+
 absl::Status Prefix(const absl::Status& s, absl::string_view prefix) {
-  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+  absl::Status out(s.code(), absl::StrCat(prefix, s.message()));
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
+}
+
+// The part of a read that touches the map, run under the map guard. It
+// holds no C++ object with a destructor: a fault jumps out of it, and the
+// caller frees what it left in here.
+struct MappedGet {
+  // In.
+  const ReadOnlyShard* shard = nullptr;
+  MDB_val key{};
+  // Out. The copy is malloc'ed, so that it has no destructor to skip.
+  MDB_txn* txn = nullptr;
+  int rc = 0;
+  bool outside = false;  // The value LMDB returned lies outside the file.
+  char* copy = nullptr;
+  size_t size = 0;
+};
+
+void GetAndCopy(void* arg) {
+  MappedGet& g = *static_cast<MappedGet*>(arg);
+  g.rc = mdb_txn_begin(g.shard->env.get(), nullptr, MDB_RDONLY, &g.txn);
+  if (g.rc != 0) return;
+  MDB_val v;
+  g.rc = mdb_get(g.txn, g.shard->dbi, &g.key, &v);
+  if (g.rc != 0) return;
+  if (!g.shard->Contains(v.mv_data, v.mv_size)) {
+    g.outside = true;
+    return;
+  }
+  g.copy = static_cast<char*>(std::malloc(v.mv_size == 0 ? 1 : v.mv_size));
+  if (g.copy == nullptr) {
+    g.rc = ENOMEM;
+    return;
+  }
+  std::memcpy(g.copy, v.mv_data, v.mv_size);
+  g.size = v.mv_size;
+}
+
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+
+// "SIGBUS at offset 1234 of the mapped file, beyond its end (it has 512
+// bytes now, the manifest says 8192)" for a fault reading `path`.
+std::string DescribeFault(const MapFault& fault, const ReadOnlyShard& shard,
+                          const std::string& path) {
+  const uintptr_t offset =
+      fault.address - reinterpret_cast<uintptr_t>(shard.map);
+  std::string now;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    now = absl::StrCat("it cannot be read now: ", std::strerror(errno));
+  } else {
+    now = absl::StrCat("it has ", st.st_size, " bytes now, the manifest says ",
+                       shard.file_bytes);
+  }
+  return absl::StrCat(FaultSignalName(fault.signal), " reading offset ", offset,
+                      " of the mapped shard file (", now,
+                      "): the file changed or is damaged");
 }
 
 }  // namespace
+
+absl::Status MarkShardDamage(absl::Status status) {
+  status.SetPayload(kShardDamageUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsShardDamage(const absl::Status& status) {
+  return status.GetPayload(kShardDamageUrl).has_value();
+}
 
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(std::string name,
                                                        std::string dir) {
@@ -41,7 +120,11 @@ Dataset::Dataset(std::string name, std::string dir, Manifest manifest,
     : name_(std::move(name)),
       dir_(std::move(dir)),
       manifest_(std::move(manifest)),
-      shards_(std::move(shards)) {}
+      shards_(std::move(shards)),
+      damaged_(new std::atomic<bool>[shards_.size()]),
+      damage_(shards_.size()) {
+  for (size_t i = 0; i < shards_.size(); ++i) damaged_[i] = false;
+}
 
 int Dataset::FieldIndex(std::string_view field) const {
   for (size_t i = 0; i < manifest_.fields.size(); ++i) {
@@ -62,29 +145,78 @@ absl::Status Dataset::Read(
       manifest_.shards.begin(), manifest_.shards.end(), id,
       [](uint64_t v, const ShardInfo& s) { return v < s.first_id; });
   const size_t shard = (it - manifest_.shards.begin()) - 1;
-  MDB_txn* raw = nullptr;
-  if (int rc =
-          mdb_txn_begin(shards_[shard].env.get(), nullptr, MDB_RDONLY, &raw);
-      rc != 0) {
-    return Annotate(LmdbError(rc, "cannot begin a read transaction"), shard,
-                    id);
+  if (damaged_[shard].load(std::memory_order_acquire)) {
+    absl::MutexLock lock(&damage_mu_);
+    return MarkShardDamage(
+        Annotate(absl::DataLossError(absl::StrCat(
+                     "the shard was found damaged (", damage_[shard], ")")),
+                 shard, id));
   }
-  // The value points into the map and stays valid until the txn ends.
-  const TxnPtr txn(raw);
+  const ReadOnlyShard& s = shards_[shard];
   const std::string key = EncodeKey(id);
-  MDB_val k = ToVal(key);
-  MDB_val v;
-  if (int rc = mdb_get(txn.get(), shards_[shard].dbi, &k, &v); rc != 0) {
-    return Annotate(rc == MDB_NOTFOUND ? absl::DataLossError("missing")
-                                       : LmdbError(rc, "cannot read"),
-                    shard, id);
+  MappedGet get;
+  get.shard = &s;
+  get.key = ToVal(key);
+  MapFault fault;
+  const bool completed = RunGuarded(GetAndCopy, &get, &fault);
+  // The copy holds the record now; the map is no longer read.
+  const std::unique_ptr<char, FreeDeleter> copy(get.copy);
+  if (get.txn != nullptr) mdb_txn_abort(get.txn);
+  if (!completed) {
+    const std::string path =
+        absl::StrCat(dir_, "/", manifest_.shards[shard].file);
+    return Damaged(shard, id,
+                   absl::DataLossError(DescribeFault(fault, s, path)));
   }
-  absl::StatusOr<RecordView> record = DecodeRecord(ToView(v));
+  if (get.outside) {
+    return Damaged(
+        shard, id,
+        absl::DataLossError("LMDB returned a value outside the shard file (a "
+                            "damaged page)"));
+  }
+  if (get.rc == MDB_NOTFOUND) {
+    return Annotate(absl::DataLossError("missing"), shard, id);
+  }
+  if (get.rc != 0) {
+    absl::Status error = LmdbError(get.rc, "cannot read");
+    // LMDB found its own structure broken: the shard, not the record.
+    return get.rc == MDB_CORRUPTED || get.rc == MDB_PAGE_NOTFOUND
+               ? Damaged(shard, id, std::move(error))
+               : Annotate(error, shard, id);
+  }
+  absl::StatusOr<RecordView> record =
+      DecodeRecord(std::string_view(copy.get(), get.size));
   if (!record.ok()) return Annotate(record.status(), shard, id);
-  if (absl::Status s = CheckRecordSchema(*record, manifest_.fields); !s.ok()) {
-    return Annotate(s, shard, id);
+  if (absl::Status st = CheckRecordSchema(*record, manifest_.fields);
+      !st.ok()) {
+    return Annotate(st, shard, id);
   }
   return fn(*record);
+}
+
+absl::Status Dataset::Damaged(size_t shard, uint64_t id,
+                              const absl::Status& status) const {
+  {
+    absl::MutexLock lock(&damage_mu_);
+    if (!damaged_[shard].load(std::memory_order_relaxed)) {
+      damage_[shard] = absl::StrCat("key ", id, ": ", status.message());
+      damaged_[shard].store(true, std::memory_order_release);
+      any_damage_.store(true, std::memory_order_relaxed);
+    }
+  }
+  return MarkShardDamage(Annotate(status, shard, id));
+}
+
+std::vector<ShardDamage> Dataset::Damage() const {
+  std::vector<ShardDamage> out;
+  if (!any_damage_.load(std::memory_order_relaxed)) return out;
+  absl::MutexLock lock(&damage_mu_);
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (damaged_[i].load(std::memory_order_relaxed)) {
+      out.push_back({manifest_.shards[i].file, damage_[i]});
+    }
+  }
+  return out;
 }
 
 absl::Status Dataset::Annotate(const absl::Status& status, size_t shard,

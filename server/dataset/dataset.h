@@ -3,12 +3,23 @@
 // on every read, so corruption surfaces as DataLoss naming dataset, shard
 // file and key, never as a wrong sample.
 //
-// Thread-safe: after Open every member is constant, and each Read runs in
-// its own read-only LMDB transaction. Nothing done through a Dataset can
-// modify the files (see OpenShardForRead).
+// A shard file that changes under the daemon (truncated, or a damaged LMDB
+// page that sends a lookup past the end of the file) would make a read of
+// its map raise SIGBUS. Reads run under the map guard (map_guard.h): the
+// record is looked up and copied out of the map with the guard armed, and
+// checked and handed to `fn` from the copy. A fault, or damage LMDB itself
+// reports (a corrupt page, a value outside the file), marks the shard
+// damaged: that read and every later read of the shard return DataLoss
+// carrying the shard-damage payload (IsShardDamage), and Damage() lists it.
+//
+// Thread-safe: after Open the members are constant except the damage
+// records, which are atomic or guarded; each Read runs in its own read-only
+// LMDB transaction. Nothing done through a Dataset can modify the files
+// (see OpenShardForRead).
 #ifndef STOKER_SERVER_DATASET_DATASET_H_
 #define STOKER_SERVER_DATASET_DATASET_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,11 +29,25 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/manifest.h"
 #include "server/dataset/record.h"
 
 namespace stoker::dataset {
+
+// A status that says a whole shard is damaged (the file changed under the
+// daemon, or its LMDB structure is broken), rather than one record: such a
+// DataLoss ends a stream whatever on_corrupt says, since no read of the
+// shard can be trusted any more.
+absl::Status MarkShardDamage(absl::Status status);
+bool IsShardDamage(const absl::Status& status);
+
+// A shard found damaged while serving.
+struct ShardDamage {
+  std::string file;    // The shard file's name in the dataset directory.
+  std::string reason;  // The first error that marked it.
+};
 
 class Dataset {
  public:
@@ -51,8 +76,13 @@ class Dataset {
   // field). Returns fn's status, NotFound if id >= num_samples(), or
   // DataLoss such as "dataset 'train': shard shard-00003.lmdb, key 1234:
   // checksum mismatch".
+  // The record handed to fn is a private copy, never the map.
   absl::Status Read(
       uint64_t id, absl::FunctionRef<absl::Status(const RecordView&)> fn) const;
+
+  // The shards found damaged so far, in shard order; empty while healthy.
+  std::vector<ShardDamage> Damage() const;
+  bool healthy() const { return !any_damage_.load(std::memory_order_relaxed); }
 
  private:
   Dataset(std::string name, std::string dir, Manifest manifest,
@@ -62,11 +92,24 @@ class Dataset {
   absl::Status Annotate(const absl::Status& status, size_t shard,
                         uint64_t id) const;
 
+  // Records `status`, met reading key `id`, as shard `shard`'s damage
+  // unless it has some, and returns it annotated and marked with the
+  // shard-damage payload.
+  absl::Status Damaged(size_t shard, uint64_t id,
+                       const absl::Status& status) const;
+
   // Constant after construction.
   const std::string name_;
   const std::string dir_;
   const Manifest manifest_;
   const std::vector<ReadOnlyShard> shards_;  // One per manifest_.shards entry.
+
+  // Damage found while serving. A shard's flag is set once, after its
+  // reason is stored; a read that sees it set returns the reason.
+  const std::unique_ptr<std::atomic<bool>[]> damaged_;
+  mutable std::atomic<bool> any_damage_{false};
+  mutable absl::Mutex damage_mu_;
+  mutable std::vector<std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
 };
 
 }  // namespace stoker::dataset

@@ -77,4 +77,58 @@ absl::Status SyncDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `s`, or 0.
+size_t Utf8SequenceLength(std::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto cont = [&](size_t i) {
+    return i < s.size() && (b(i) & 0xC0) == 0x80;
+  };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(1) < 0xA0) return 0;   // Overlong.
+    if (c == 0xED && b(1) >= 0xA0) return 0;  // Surrogate.
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(1) < 0x90) return 0;   // Overlong.
+    if (c == 0xF4 && b(1) >= 0x90) return 0;  // Above U+10FFFF.
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool IsUtf8(std::string_view s) {
+  while (!s.empty()) {
+    const size_t n = Utf8SequenceLength(s);
+    if (n == 0) return false;
+    s.remove_prefix(n);
+  }
+  return true;
+}
+
+std::string EscapeNonUtf8(std::string_view s) {
+  std::string out;
+  while (!s.empty()) {
+    const size_t n = Utf8SequenceLength(s);
+    if (n == 0) {
+      absl::StrAppend(
+          &out, "\\x",
+          absl::Hex(static_cast<unsigned char>(s[0]), absl::kZeroPad2));
+      s.remove_prefix(1);
+    } else {
+      out.append(s.substr(0, n));
+      s.remove_prefix(n);
+    }
+  }
+  return out;
+}
+
 }  // namespace stoker::dataset

@@ -23,6 +23,13 @@ absl::Status WriteFileDurably(const std::string& path, std::string_view data);
 // Fsyncs the directory `dir`, so that entries created or renamed in it last.
 absl::Status SyncDir(const std::string& dir);
 
+// Whether `s` is well-formed UTF-8 (what a JSON string can hold).
+bool IsUtf8(std::string_view s);
+
+// `s` with every byte that is not part of well-formed UTF-8 written as
+// \xHH, for messages: "caf\xe9".
+std::string EscapeNonUtf8(std::string_view s);
+
 }  // namespace stoker::dataset
 
 #endif  // STOKER_SERVER_DATASET_FILE_UTIL_H_

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -49,6 +51,26 @@ absl::StatusOr<EnvPtr> OpenEnv(const std::string& path, unsigned flags,
   return env;
 }
 
+// The start of the mapping of this process that holds `inside`, from
+// /proc/self/maps; it must be `size` bytes long, LMDB's map size.
+absl::StatusOr<const char*> FindMapping(const void* inside, size_t size) {
+  std::ifstream maps("/proc/self/maps");
+  const uintptr_t p = reinterpret_cast<uintptr_t>(inside);
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) != 2) continue;
+    if (p < begin || p >= end) continue;
+    if (end - begin != size) {
+      return absl::InternalError(
+          absl::StrCat("the mapping that holds its first record is ",
+                       end - begin, " bytes, LMDB's map is ", size));
+    }
+    return reinterpret_cast<const char*>(begin);
+  }
+  return absl::InternalError("no mapping holds its first record");
+}
+
 }  // namespace
 
 absl::StatusOr<ReadOnlyShard> OpenShardForRead(const std::string& path,
@@ -70,6 +92,20 @@ absl::StatusOr<ReadOnlyShard> OpenShardForRead(const std::string& path,
   if (!env.ok()) return env.status();
   ReadOnlyShard shard;
   shard.env = *std::move(env);
+  MDB_envinfo info;
+  MDB_stat env_stat;
+  mdb_env_info(shard.env.get(), &info);
+  mdb_env_stat(shard.env.get(), &env_stat);
+  // The meta pages were read by mdb_env_open, inside the file checked above.
+  const uint64_t pages_bytes =
+      (static_cast<uint64_t>(info.me_last_pgno) + 1) * env_stat.ms_psize;
+  if (pages_bytes > expected_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("shard file ", path, ": its meta page says ",
+                     info.me_last_pgno + 1, " pages of ", env_stat.ms_psize,
+                     " bytes, the file has ", expected_bytes, " bytes"));
+  }
+  shard.file_bytes = expected_bytes;
   MDB_txn* txn = nullptr;
   if (int rc = mdb_txn_begin(shard.env.get(), nullptr, MDB_RDONLY, &txn);
       rc != 0) {
@@ -84,6 +120,33 @@ absl::StatusOr<ReadOnlyShard> OpenShardForRead(const std::string& path,
     return LmdbError(rc, absl::StrCat("cannot stat ", path));
   }
   shard.entries = stat.ms_entries;
+  // LMDB does not say where its map is (me_mapaddr is only set with
+  // MDB_FIXEDMAP), so find the mapping that holds the first record.
+  MDB_cursor* raw_cursor = nullptr;
+  if (int rc = mdb_cursor_open(txn, shard.dbi, &raw_cursor); rc != 0) {
+    return LmdbError(rc, absl::StrCat("cannot read ", path));
+  }
+  const CursorPtr cursor(raw_cursor);
+  MDB_val k, v;
+  if (int rc = mdb_cursor_get(raw_cursor, &k, &v, MDB_FIRST); rc == 0) {
+    absl::StatusOr<const char*> map = FindMapping(v.mv_data, info.me_mapsize);
+    if (!map.ok()) {
+      return absl::Status(
+          map.status().code(),
+          absl::StrCat("cannot open ", path, ": ", map.status().message()));
+    }
+    shard.map = *map;
+    absl::StatusOr<std::unique_ptr<MappedRegion>> region =
+        MappedRegion::Register(shard.map, info.me_mapsize);
+    if (!region.ok()) {
+      return absl::Status(
+          region.status().code(),
+          absl::StrCat("cannot open ", path, ": ", region.status().message()));
+    }
+    shard.region = *std::move(region);
+  } else if (rc != MDB_NOTFOUND) {
+    return LmdbError(rc, absl::StrCat("cannot read ", path));
+  }
   // Committing keeps the database handle open for later transactions.
   if (int rc = mdb_txn_commit(owned.release()); rc != 0) {
     return LmdbError(rc, absl::StrCat("cannot read ", path));

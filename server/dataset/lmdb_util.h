@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/dataset/map_guard.h"
 
 namespace stoker::dataset {
 
@@ -48,11 +49,24 @@ inline MDB_val ToVal(std::string_view s) {
 }
 
 // A shard opened for reading: the environment, its unnamed (main) database,
-// and the number of records in it.
+// the number of records in it, and its map, registered with the map guard
+// (map_guard.h) so that a fault reading it can be recovered.
 struct ReadOnlyShard {
   EnvPtr env;
   MDB_dbi dbi = 0;
   uint64_t entries = 0;
+  const char* map = nullptr;  // LMDB's map of the file; null if no records.
+  uint64_t file_bytes = 0;    // The file's size when it was opened.
+  // Declared after env, so it is unregistered before the map goes.
+  std::unique_ptr<MappedRegion> region;
+
+  // Whether [data, data + size) lies inside the file as it was opened: a
+  // value LMDB returns from a damaged page may point anywhere in the map.
+  bool Contains(const void* data, size_t size) const {
+    const char* p = static_cast<const char*>(data);
+    return p >= map && size <= file_bytes &&
+           static_cast<uint64_t>(p - map) <= file_bytes - size;
+  }
 };
 
 // Opens the single-file shard `path`, which the manifest says is
@@ -62,8 +76,10 @@ struct ReadOnlyShard {
 // thread) and MDB_NORDAHEAD (samples are read in random order, so kernel
 // readahead would only evict useful pages). The size is checked first: LMDB
 // maps the file, and a read past the end of a truncated file would be a
-// SIGBUS rather than an error. DataLoss if the file is missing, has another
-// size, or is not an LMDB file.
+// SIGBUS rather than an error; so is the page count LMDB's meta page
+// records. The map is registered with the map guard, for files that change
+// after this check. DataLoss if the file is missing, has another size, is
+// not an LMDB file, or its meta page claims more pages than it holds.
 absl::StatusOr<ReadOnlyShard> OpenShardForRead(const std::string& path,
                                                uint64_t expected_bytes);
 

@@ -236,7 +236,10 @@ std::string SerializeManifest(const Manifest& m) {
                                        {"shards", shards},
                                        {"created", m.created},
                                        {"source", m.source}};
-  return root.dump(2) + "\n";
+  // Pack refuses names that are not UTF-8; should one come here anyway, it
+  // is replaced (U+FFFD) rather than thrown as an exception.
+  return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
 }
 
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {

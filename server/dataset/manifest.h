@@ -62,7 +62,8 @@ struct Manifest {
 absl::StatusOr<Manifest> ParseManifest(std::string_view json,
                                        std::string_view path_for_errors);
 
-// Pretty-printed JSON that ParseManifest accepts.
+// Pretty-printed JSON that ParseManifest accepts. Never throws: a string
+// that is not UTF-8 has its bad bytes replaced by U+FFFD.
 std::string SerializeManifest(const Manifest& m);
 
 // Reads and parses `dir`/manifest.json. NotFound if it does not exist.

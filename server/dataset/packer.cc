@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "server/dataset/file_util.h"
 #include "server/dataset/lmdb_util.h"
+#include "server/dataset/pack_dest.h"
 #include "server/dataset/record.h"
 
 namespace stoker::dataset {
@@ -135,23 +136,6 @@ absl::StatusOr<uint64_t> WriteShard(const std::string& path,
   return size;
 }
 
-// Removes the temporary folder of a pack unless the pack succeeded.
-class TempDirGuard {
- public:
-  explicit TempDirGuard(std::string dir) : dir_(std::move(dir)) {}
-  TempDirGuard(const TempDirGuard&) = delete;
-  TempDirGuard& operator=(const TempDirGuard&) = delete;
-  ~TempDirGuard() {
-    std::error_code ignored;
-    if (!kept_) fs::remove_all(dir_, ignored);
-  }
-  void Keep() { kept_ = true; }
-
- private:
-  const std::string dir_;
-  bool kept_ = false;
-};
-
 std::string NowUtc() {
   const std::time_t now = std::time(nullptr);
   std::tm tm;
@@ -244,9 +228,17 @@ absl::StatusOr<ScanResult> ScanAll(const SourceListing& listing,
   return r;
 }
 
+// Bytes of a record's value around its file: the label and the framing
+// (record.h).
+constexpr uint64_t kRecordOverhead = 8 + 4 + 2 * 4 + 8;
+
 // Pass 2: splits the good files into shards of contiguous ids and writes
-// them into `dir` in parallel.
+// them into `dir` in parallel. Refuses before writing when the files alone
+// do not fit in the free space, and says how much is needed when a write
+// fails on a (then) full filesystem, where LMDB's short write reads only
+// "Input/output error".
 absl::StatusOr<std::vector<ShardInfo>> WriteShards(const std::string& dir,
+                                                   const std::string& dst,
                                                    const SourceListing& listing,
                                                    const ScanResult& scan,
                                                    const PackOptions& o,
@@ -259,6 +251,15 @@ absl::StatusOr<std::vector<ShardInfo>> WriteShards(const std::string& dir,
       o.shards > 0 ? o.shards : auto_shards, 1, scan.good.size());
   const std::vector<ShardPlan> plans =
       PlanShards(scan.good, scan.scanned, count);
+  std::vector<uint64_t> values;
+  for (uint64_t i : scan.good) {
+    values.push_back(scan.scanned[i].bytes + kRecordOverhead);
+  }
+  const uint64_t needed = EstimateShardBytes(values, count);
+  const uint64_t free = FreeBytes(dir);
+  if (free > 0 && free < total_bytes) {
+    return NoSpaceError(dst, needed, free, "");
+  }
   std::vector<absl::StatusOr<uint64_t>> sizes(count, uint64_t{0});
   {
     ProgressCounter progress(o.progress, "write", scan.good.size());
@@ -269,7 +270,13 @@ absl::StatusOr<std::vector<ShardInfo>> WriteShards(const std::string& dir,
   }
   std::vector<ShardInfo> shards;
   for (uint64_t s = 0; s < count; ++s) {
-    if (!sizes[s].ok()) return sizes[s].status();
+    if (!sizes[s].ok()) {
+      // A full filesystem now, or a pack that could never have fitted.
+      if (free > 0 && (needed > free || FreeBytes(dir) < 64 * 4096)) {
+        return NoSpaceError(dst, needed, free, sizes[s].status().message());
+      }
+      return sizes[s].status();
+    }
     shards.push_back(
         {plans[s].file, plans[s].first_id, plans[s].sources.size(), *sizes[s]});
   }
@@ -349,14 +356,32 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
     return FailedOn(listing->rejected.front());
   }
 
-  const std::string tmp = absl::StrCat(dst, ".tmp-", ::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec)) {
-    return absl::ErrnoToStatus(
-        ec.value(), absl::StrCat("cannot create ", tmp, ": ", ec.message()));
+  // Class names and the dataset name go into manifest.json, whose strings
+  // must be UTF-8.
+  for (const std::string& name : listing->classes) {
+    if (IsUtf8(name)) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "class folder '", EscapeNonUtf8(name), "' in ", EscapeNonUtf8(source),
+        " has a name that is not UTF-8; class names are stored in the "
+        "manifest as text: rename the folder (e.g. convmv -f latin1 -t utf8 "
+        "-r --notest ",
+        EscapeNonUtf8(source), ")"));
   }
-  TempDirGuard guard(tmp);
+  const std::string name =
+      o.name.empty() ? fs::path(dst).filename().string() : o.name;
+  if (!IsUtf8(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset name '", EscapeNonUtf8(name),
+                     "' is not UTF-8; give one with --name"));
+  }
+
+  for (const std::string& line : RemoveStaleTempDirs(dst)) {
+    if (o.notice) o.notice(line);
+  }
+  absl::StatusOr<std::unique_ptr<PackTempDir>> temp = PackTempDir::Create(dst);
+  if (!temp.ok()) return temp.status();
+  const std::string& tmp = (*temp)->path();
+  std::error_code ec;
   const int threads = ResolveThreads(o.threads);
 
   absl::StatusOr<ScanResult> scan = ScanAll(*listing, o, threads);
@@ -367,26 +392,31 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
                      " files in ", source, " were skipped"));
   }
   absl::StatusOr<std::vector<ShardInfo>> shards =
-      WriteShards(tmp, *listing, *scan, o, threads);
+      WriteShards(tmp, dst, *listing, *scan, o, threads);
   if (!shards.ok()) return shards.status();
 
   PackReport report;
   report.skipped = std::move(scan->skipped);
   Manifest& m = report.manifest;
-  m.name = o.name.empty() ? fs::path(dst).filename().string() : o.name;
+  m.name = name;
   m.num_samples = scan->good.size();
   m.fields = {{"image", FieldKind::kBytes, "image/jpeg"},
               {"label", FieldKind::kInt64, ""}};
   m.classes = listing->classes;
   m.shards = *std::move(shards);
   m.created = NowUtc();
-  m.source = fs::absolute(source, ec).string();
-  if (absl::Status s = WriteManifest(tmp, m); !s.ok()) return s;
+  m.source = EscapeNonUtf8(fs::absolute(source, ec).string());
+  if (absl::Status s = WriteManifest(tmp, m); !s.ok()) {
+    if (FreeBytes(tmp) < 64 * 4096) {
+      return NoSpaceError(dst, 64 * 4096, FreeBytes(tmp), s.message());
+    }
+    return s;
+  }
 
   // Replace DST (checked again: it may have appeared during the pack).
   if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
   if (absl::Status s = Publish(tmp, dst); !s.ok()) return s;
-  guard.Keep();
+  (*temp)->Keep();
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -12,7 +12,8 @@
 // Everything is written into the sibling folder DST.tmp-<pid>, which is
 // renamed to DST only once the shards and manifest are on disk, so an
 // interrupted pack never leaves a dataset that looks complete; on an error
-// the temporary folder is removed.
+// the temporary folder is removed, and the folders of killed packs of the
+// same DST are removed by the next pack (pack_dest.h).
 //
 // Thread-safe: concurrent Packs to different destinations are independent.
 #ifndef STOKER_SERVER_DATASET_PACKER_H_
@@ -58,6 +59,9 @@ struct PackOptions {
   // Called with the progress of each pass, from the packing threads, one
   // call at a time. May be empty.
   std::function<void(const PackProgress&)> progress;
+  // Called with what the pack did besides packing, such as removing the
+  // temporary folder a killed pack of the same DST left. May be empty.
+  std::function<void(const std::string&)> notice;
 };
 
 struct PackReport {
@@ -69,8 +73,10 @@ struct PackReport {
 
 // Packs `o.src` or `o.list_file` into `o.dst`. Errors: InvalidArgument for
 // bad options, a malformed list file, a bad source file with kFail (naming
-// its path), or nothing left to pack; AlreadyExists if DST exists without
-// `force`; file-system errors naming the path.
+// its path), a class folder or dataset name that is not UTF-8, or nothing
+// left to pack; AlreadyExists if DST exists without `force`;
+// ResourceExhausted "no space left ... needs about N MB" for a full
+// filesystem; other file-system errors naming the path.
 absl::StatusOr<PackReport> Pack(const PackOptions& o);
 
 }  // namespace stoker::dataset

@@ -1,5 +1,9 @@
 #include "server/dataset/verifier.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -10,6 +14,47 @@
 
 namespace stoker::dataset {
 namespace {
+
+// One cursor step, run under the map guard (map_guard.h): it moves the
+// cursor and copies the key and value out of the map, so that nothing read
+// later can fault. It holds no C++ object with a destructor.
+struct CursorStep {
+  // In.
+  MDB_cursor* cursor = nullptr;
+  MDB_cursor_op op = MDB_FIRST;
+  const ReadOnlyShard* shard = nullptr;
+  // Out.
+  int rc = 0;
+  bool outside = false;  // The value lies outside the file.
+  char key[8] = {};
+  size_t key_size = 0;
+  char* value = nullptr;  // malloc'ed; the caller frees it.
+  size_t value_size = 0;
+};
+
+void Step(void* arg) {
+  CursorStep& c = *static_cast<CursorStep*>(arg);
+  MDB_val k, v;
+  c.rc = mdb_cursor_get(c.cursor, &k, &v, c.op);
+  if (c.rc != 0) return;
+  c.key_size = k.mv_size;
+  std::memcpy(c.key, k.mv_data, std::min(k.mv_size, sizeof(c.key)));
+  if (!c.shard->Contains(v.mv_data, v.mv_size)) {
+    c.outside = true;
+    return;
+  }
+  c.value = static_cast<char*>(std::malloc(v.mv_size == 0 ? 1 : v.mv_size));
+  if (c.value == nullptr) {
+    c.rc = ENOMEM;
+    return;
+  }
+  std::memcpy(c.value, v.mv_data, v.mv_size);
+  c.value_size = v.mv_size;
+}
+
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
 
 // Checks the shards of one manifest, collecting problems per shard.
 class ShardChecker {
@@ -38,19 +83,33 @@ class ShardChecker {
                &r);
     }
     MDB_txn* txn = nullptr;
-    if (int rc = mdb_txn_begin(shard->env.get(), nullptr, MDB_RDONLY, &txn);
-        rc != 0) {
-      AddError(info, "", LmdbError(rc, "cannot read").message(), &r);
-      return r;
-    }
-    const TxnPtr owned_txn(txn);
     MDB_cursor* cursor = nullptr;
-    if (int rc = mdb_cursor_open(txn, shard->dbi, &cursor); rc != 0) {
-      AddError(info, "", LmdbError(rc, "cannot read").message(), &r);
+    struct Open {
+      const ReadOnlyShard* shard;
+      MDB_txn** txn;
+      MDB_cursor** cursor;
+      int rc;
+    } open{&*shard, &txn, &cursor, 0};
+    MapFault fault;
+    // mdb_txn_begin reads the meta pages through the map.
+    const bool opened = RunGuarded(
+        [](void* arg) {
+          Open& o = *static_cast<Open*>(arg);
+          o.rc = mdb_txn_begin(o.shard->env.get(), nullptr, MDB_RDONLY, o.txn);
+          if (o.rc == 0) o.rc = mdb_cursor_open(*o.txn, o.shard->dbi, o.cursor);
+        },
+        &open, &fault);
+    const TxnPtr owned_txn(txn);
+    const CursorPtr owned_cursor(cursor);
+    if (!opened) {
+      AddError(info, "", FaultMessage(fault, *shard), &r);
       return r;
     }
-    const CursorPtr owned_cursor(cursor);
-    CheckRecords(info, cursor, &r);
+    if (open.rc != 0) {
+      AddError(info, "", LmdbError(open.rc, "cannot read").message(), &r);
+      return r;
+    }
+    CheckRecords(info, *shard, cursor, &r);
     return r;
   }
 
@@ -60,17 +119,48 @@ class ShardChecker {
     r->errors.push_back(absl::StrCat(info.file, where, ": ", msg));
   }
 
+  static std::string FaultMessage(const MapFault& fault,
+                                  const ReadOnlyShard& shard) {
+    return absl::StrCat(
+        FaultSignalName(fault.signal), " reading offset ",
+        fault.address - reinterpret_cast<uintptr_t>(shard.map),
+        " of the mapped file (it is ", shard.file_bytes,
+        " bytes long): the file changed or an LMDB page is damaged; the "
+        "rest of this shard was not checked");
+  }
+
   // Walks the shard in key order: every id of its range once, each record
   // sound.
-  void CheckRecords(const ShardInfo& info, MDB_cursor* cursor,
-                    VerifyReport* r) const {
+  void CheckRecords(const ShardInfo& info, const ReadOnlyShard& shard,
+                    MDB_cursor* cursor, VerifyReport* r) const {
     const uint64_t end = info.first_id + info.num_samples;
     uint64_t next = info.first_id;  // The first id not yet seen.
-    MDB_val k, v;
-    int rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
-    for (; rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
-      progress_->Add(1, v.mv_size);
-      absl::StatusOr<uint64_t> id = DecodeKey(ToView(k));
+    CursorStep step;
+    step.cursor = cursor;
+    step.shard = &shard;
+    for (step.op = MDB_FIRST;; step.op = MDB_NEXT) {
+      step.value = nullptr;
+      MapFault fault;
+      const bool completed = RunGuarded(Step, &step, &fault);
+      const std::unique_ptr<char, FreeDeleter> value(step.value);
+      if (!completed) {
+        AddError(info, "", FaultMessage(fault, shard), r);
+        return;
+      }
+      if (step.rc != 0) break;
+      if (step.outside) {
+        AddError(info, "",
+                 "LMDB returned a value outside the file (a damaged page); "
+                 "the rest of this shard was not checked",
+                 r);
+        return;
+      }
+      progress_->Add(1, step.value_size);
+      // Only 8-byte keys were copied whole; DecodeKey refuses any other.
+      absl::StatusOr<uint64_t> id =
+          step.key_size == sizeof(step.key)
+              ? DecodeKey(std::string_view(step.key, sizeof(step.key)))
+              : DecodeKey(std::string(step.key_size, '\0'));
       if (!id.ok()) {
         AddError(info, "", id.status().message(), r);
         continue;
@@ -85,15 +175,16 @@ class ShardChecker {
       }
       if (*id > next) AddError(info, Missing(next, *id), "missing", r);
       next = *id + 1;
-      if (absl::Status s = CheckRecord(ToView(v)); !s.ok()) {
+      const std::string_view bytes(value.get(), step.value_size);
+      if (absl::Status s = CheckRecord(bytes); !s.ok()) {
         AddError(info, where, s.message(), r);
       } else {
         ++r->records;
-        r->bytes += v.mv_size;
+        r->bytes += step.value_size;
       }
     }
-    if (rc != MDB_NOTFOUND) {
-      AddError(info, "", LmdbError(rc, "cannot read").message(), r);
+    if (step.rc != MDB_NOTFOUND) {
+      AddError(info, "", LmdbError(step.rc, "cannot read").message(), r);
     }
     if (next < end) AddError(info, Missing(next, end), "missing", r);
   }

@@ -254,6 +254,23 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
                                {"kind", StorageKindName(d.diagnosis.kind)}},
                               1));
   }
+  MetricFamily& healthy = f.Add(
+      "stoker_dataset_healthy",
+      "1 while every shard of the dataset reads soundly; 0 once one was "
+      "found damaged while serving (the file changed under the daemon, or "
+      "its LMDB pages are broken). Streams that reach a damaged shard end "
+      "with DATA_LOSS; run `stoker verify` on the dataset and repack it.",
+      MetricType::Gauge);
+  MetricFamily& damaged = f.Add(
+      "stoker_dataset_damaged_shards",
+      "Shards of the dataset found damaged while serving.", MetricType::Gauge);
+  for (const service::StreamService::DatasetHealth& d :
+       stats.service.datasets) {
+    healthy.metric.push_back(Families::GaugeMetric({{"dataset", d.dataset}},
+                                                   d.damage.empty() ? 1 : 0));
+    damaged.metric.push_back(Families::GaugeMetric(
+        {{"dataset", d.dataset}}, static_cast<double>(d.damage.size())));
+  }
   f.Gauge("stoker_start_time_seconds",
           "Unix time the daemon started, in seconds.",
           stats.start_time_seconds);

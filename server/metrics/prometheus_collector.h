@@ -28,6 +28,9 @@
 //   stoker_errors_total{code}                counter  streams and requests
 //                                            that ended with a status code
 //   stoker_dataset_storage_info{dataset,fstype,kind}  gauge = 1
+//   stoker_dataset_healthy{dataset}          gauge    0 once a shard of it
+//                                            was found damaged, else 1
+//   stoker_dataset_damaged_shards{dataset}   gauge
 //   stoker_start_time_seconds                gauge    unix time
 //
 // Data stall share of a job = rate(wait) / (rate(wait) + rate(busy)).

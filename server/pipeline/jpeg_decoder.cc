@@ -17,10 +17,6 @@
 namespace stoker::pipeline {
 namespace {
 
-// Bounds what one sample may cost: libjpeg holds a progressive image's
-// coefficients whole, 2 bytes per sample, before any window is cut.
-constexpr int64_t kMaxPixels = int64_t{1} << 28;
-
 // libjpeg's error manager extended with a jump target and the message of the
 // first error or warning.
 struct ErrorManager {
@@ -87,7 +83,9 @@ struct JpegDecoder::State {
   bool cmyk = false;  // Decoded as CMYK and converted here.
 };
 
-JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {
+JpegDecoder::JpegDecoder(int64_t max_pixels)
+    : max_pixels_(std::min(max_pixels, kMaxDecodePixelsCeiling)),
+      state_(std::make_unique<State>()) {
   jpeg_decompress_struct& cinfo = state_->cinfo;
   cinfo.err = jpeg_std_error(&state_->err.pub);
   state_->err.pub.error_exit = OnError;
@@ -128,11 +126,14 @@ absl::Status JpegDecoder::ReadHeader(std::string_view jpeg) {
     return Error();
   }
   jpeg_decompress_struct& cinfo = state_->cinfo;
-  if (static_cast<int64_t>(cinfo.image_width) * cinfo.image_height >
-      kMaxPixels) {
+  // Checked from the header, before jpeg_start_decompress allocates the
+  // coefficient or row buffers that a decode of this size would need.
+  const int64_t pixels =
+      static_cast<int64_t>(cinfo.image_width) * cinfo.image_height;
+  if (pixels > max_pixels_) {
     return absl::DataLossError(absl::StrCat(
-        "undecodable JPEG: ", cinfo.image_width, "x", cinfo.image_height,
-        " is over the limit of ", kMaxPixels, " pixels"));
+        "image ", cinfo.image_width, "x", cinfo.image_height, " (", pixels,
+        " pixels) is over limits.max_decode_pixels (", max_pixels_, ")"));
   }
   switch (cinfo.jpeg_color_space) {
     case JCS_GRAYSCALE:
@@ -267,7 +268,7 @@ absl::Status JpegDecoder::DecodeAll(int scale) {
 }
 
 absl::Status ValidateJpeg(std::string_view jpeg) {
-  JpegDecoder decoder;
+  JpegDecoder decoder(kMaxDecodePixelsCeiling);
   if (absl::Status s = decoder.ReadHeader(jpeg); !s.ok()) return s;
   return decoder.DecodeAll(1);
 }

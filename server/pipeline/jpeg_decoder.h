@@ -21,6 +21,14 @@
 
 namespace stoker::pipeline {
 
+// The most pixels (width x height) a JPEG may have and still be decoded:
+// the ceiling of `limits.max_decode_pixels`, and its default. The header
+// alone gives the size, so a bigger image is refused before libjpeg
+// allocates anything for its pixels. What one decode may hold at most is
+// set out in docs/architecture.md ("Decode memory").
+inline constexpr int64_t kMaxDecodePixelsCeiling = int64_t{1} << 28;
+inline constexpr int64_t kDefaultMaxDecodePixels = 64'000'000;
+
 // A window of a scaled image, in pixels: columns [x0, x1), rows [y0, y1).
 struct PixelWindow {
   int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
@@ -44,15 +52,17 @@ struct DecodedWindow {
 
 class JpegDecoder {
  public:
-  JpegDecoder();
+  // `max_pixels` bounds width x height; at most kMaxDecodePixelsCeiling.
+  explicit JpegDecoder(int64_t max_pixels = kDefaultMaxDecodePixels);
   ~JpegDecoder();
 
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
 
   // Reads the header of `jpeg`, which must stay alive and unchanged until the
-  // decoder is destroyed. DataLoss when it is not a decodable JPEG or has
-  // more than 2^28 pixels.
+  // decoder is destroyed. DataLoss when it is not a decodable JPEG, or has
+  // more pixels than the decoder's max_pixels ("image 9000x9000 (81000000
+  // pixels) is over limits.max_decode_pixels (64000000)").
   // REQUIRES: called once, first.
   absl::Status ReadHeader(std::string_view jpeg);
 
@@ -93,13 +103,16 @@ class JpegDecoder {
 
   absl::Status Error() const;
 
+  const int64_t max_pixels_;
   std::unique_ptr<State> state_;
   std::string_view jpeg_;
 };
 
 // Fully decodes `jpeg` at scale 1/8 (every Huffman-coded block is still read,
 // so truncation and corruption are caught, while the IDCT stays cheap).
-// OK or DataLoss with the reason. Used by `stoker pack`.
+// OK or DataLoss with the reason. Used by `stoker pack` and `stoker verify
+// --decode`, with the ceiling as the size limit: a dataset may hold images
+// that a daemon's limit refuses.
 absl::Status ValidateJpeg(std::string_view jpeg);
 
 }  // namespace stoker::pipeline

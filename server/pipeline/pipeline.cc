@@ -45,12 +45,14 @@ absl::string_view OrderProblem(size_t index, OpStage stage, OpStage previous) {
 
 BoundPipeline::BoundPipeline(std::shared_ptr<const OpList> ops,
                              size_t sample_ops, const OutputFormat& format,
-                             size_t num_fields, size_t image_field,
+                             int64_t max_decode_pixels, size_t num_fields,
+                             size_t image_field,
                              std::vector<size_t> int64_fields,
                              std::vector<TensorSpec> outputs)
     : ops_(std::move(ops)),
       sample_ops_(sample_ops),
       converter_(format),
+      max_decode_pixels_(max_decode_pixels),
       num_fields_(num_fields),
       image_field_(image_field),
       int64_fields_(std::move(int64_fields)),
@@ -66,7 +68,7 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
                      " fields and ", outputs_.size(), " outputs"));
   }
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
-  JpegDecoder decoder;
+  JpegDecoder decoder(max_decode_pixels_);
   ImageState state;
   state.jpeg = fields[image_field_];
   state.decoder = &decoder;
@@ -103,17 +105,19 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
 Pipeline::Pipeline(std::string name, std::vector<std::string> op_names,
                    std::shared_ptr<const BoundPipeline::OpList> ops,
                    size_t sample_ops, const OutputFormat& format,
-                   int out_height, int out_width)
+                   int out_height, int out_width, int64_t max_decode_pixels)
     : name_(std::move(name)),
       op_names_(std::move(op_names)),
       ops_(std::move(ops)),
       sample_ops_(sample_ops),
       format_(format),
       out_height_(out_height),
-      out_width_(out_width) {}
+      out_width_(out_width),
+      max_decode_pixels_(max_decode_pixels) {}
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
-    std::string name, const std::vector<OpConfig>& configs) {
+    std::string name, const std::vector<OpConfig>& configs,
+    int64_t max_decode_pixels) {
   if (configs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pipeline '", name, "' has no ops; it must start with decode_jpeg"));
@@ -177,9 +181,9 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("pipeline '", name, "': ", s.message()));
   }
-  return absl::WrapUnique(
-      new Pipeline(std::move(name), std::move(op_names), std::move(ops),
-                   sample_ops, prototype.format, size.height, size.width));
+  return absl::WrapUnique(new Pipeline(
+      std::move(name), std::move(op_names), std::move(ops), sample_ops,
+      prototype.format, size.height, size.width, max_decode_pixels));
 }
 
 absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
@@ -206,9 +210,9 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
   }
   outputs[0] = {"image", format_.dtype,
                 ImageShape(format_, out_height_, out_width_)};
-  return absl::WrapUnique(
-      new BoundPipeline(ops_, sample_ops_, format_, schema.size(), image_field,
-                        std::move(int64_fields), std::move(outputs)));
+  return absl::WrapUnique(new BoundPipeline(
+      ops_, sample_ops_, format_, max_decode_pixels_, schema.size(),
+      image_field, std::move(int64_fields), std::move(outputs)));
 }
 
 }  // namespace stoker::pipeline

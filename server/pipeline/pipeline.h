@@ -72,8 +72,9 @@ class BoundPipeline {
   using OpList = std::vector<std::unique_ptr<Op>>;
 
   BoundPipeline(std::shared_ptr<const OpList> ops, size_t sample_ops,
-                const OutputFormat& format, size_t num_fields,
-                size_t image_field, std::vector<size_t> int64_fields,
+                const OutputFormat& format, int64_t max_decode_pixels,
+                size_t num_fields, size_t image_field,
+                std::vector<size_t> int64_fields,
                 std::vector<TensorSpec> outputs);
 
   // Shared with the Pipeline, so that a bound pipeline stays valid when
@@ -81,6 +82,7 @@ class BoundPipeline {
   const std::shared_ptr<const OpList> ops_;
   const size_t sample_ops_;  // ops_[0, sample_ops_) run per sample.
   const PixelConverter converter_;
+  const int64_t max_decode_pixels_;
   const size_t num_fields_;
   const size_t image_field_;
   const std::vector<size_t> int64_fields_;
@@ -94,9 +96,11 @@ class Pipeline {
   // unknown op, bad arguments, an op out of order (decode_jpeg first, then
   // geometry ops, then normalize/layout), or an output size that is not
   // fixed (the geometry ops must end with random_resized_crop, center_crop
-  // or resize [h, w]).
+  // or resize [h, w]). An image over `max_decode_pixels` (width x height,
+  // read from its header; limits.max_decode_pixels) is DataLoss.
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
-      std::string name, const std::vector<OpConfig>& ops);
+      std::string name, const std::vector<OpConfig>& ops,
+      int64_t max_decode_pixels = kDefaultMaxDecodePixels);
 
   const std::string& name() const { return name_; }
   std::vector<std::string> op_names() const { return op_names_; }
@@ -114,7 +118,8 @@ class Pipeline {
  private:
   Pipeline(std::string name, std::vector<std::string> op_names,
            std::shared_ptr<const BoundPipeline::OpList> ops, size_t sample_ops,
-           const OutputFormat& format, int out_height, int out_width);
+           const OutputFormat& format, int out_height, int out_width,
+           int64_t max_decode_pixels);
 
   const std::string name_;
   const std::vector<std::string> op_names_;
@@ -122,6 +127,7 @@ class Pipeline {
   const size_t sample_ops_;
   const OutputFormat format_;
   const int out_height_, out_width_;
+  const int64_t max_decode_pixels_;
 };
 
 }  // namespace stoker::pipeline

@@ -141,9 +141,13 @@ void Stream::RunSample(Building* batch, uint32_t index) {
           return s;
         });
     if (!status.ok()) {
-      batch->errors[index] = absl::Status(
-          status.code(), absl::StrCat("dataset '", spec_.dataset, "' sample ",
+      absl::Status error(status.code(),
+                         absl::StrCat("dataset '", spec_.dataset, "' sample ",
                                       id, ": ", status.message()));
+      if (dataset::IsShardDamage(status)) {
+        error = dataset::MarkShardDamage(std::move(error));
+      }
+      batch->errors[index] = std::move(error);
     }
     counters_->Observe(Stage::kRead, NowNs() - start - run_ns);
     counters_->Observe(Stage::kDecode, times.decode_ns);
@@ -203,7 +207,9 @@ std::optional<ReadyBatch> Stream::TakeReady() {
       ready.sample_ids.push_back(batch->ids[i]);
       continue;
     }
-    if (on_corrupt_ == OnCorrupt::kFail) {
+    // A damaged shard ends the stream even under kSkip: the file changed
+    // under the daemon, and no read of it can be trusted.
+    if (on_corrupt_ == OnCorrupt::kFail || dataset::IsShardDamage(error)) {
       // The caller is the transport, which checks Done() next: no callback.
       absl::MutexLock lock(&mu_);
       if (status_.ok()) status_ = error;

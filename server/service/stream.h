@@ -12,6 +12,8 @@
 // A sample that cannot be read or decoded is left out of its batch and
 // listed in the batch's skipped ids (OnCorrupt::kSkip), or ends the stream
 // with its DataLoss status after the batches before it (OnCorrupt::kFail).
+// A sample on a damaged shard (dataset::IsShardDamage) ends the stream
+// under either setting.
 //
 // A stream that joined a SharedRun (share: true) starts no tasks of its own:
 // it asks the run for each batch, and the run lends it the batch it built

@@ -415,6 +415,9 @@ std::array<int64_t, 17> StreamService::Errors() const {
 StreamService::Stats StreamService::GetStats() const {
   Stats s;
   static_cast<Admission::Stats&>(s) = admission_->GetStats();
+  for (const auto& [name, ds] : catalog()->datasets()) {
+    s.datasets.push_back({name, ds->Damage()});
+  }
   absl::MutexLock lock(&mu_);
   for (const auto& [key, runs] : runs_) {
     for (const auto& weak : runs) s.shared_runs += weak.expired() ? 0 : 1;

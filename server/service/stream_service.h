@@ -159,11 +159,18 @@ class StreamService {
   // reconnect at their position once the daemon is back.
   void Shutdown();
 
-  // Admission's figures, and the shared runs alive.
+  // A dataset of the current catalog and the shards found damaged in it
+  // (none while it is healthy).
+  struct DatasetHealth {
+    std::string dataset;
+    std::vector<dataset::ShardDamage> damage;
+  };
+  // Admission's figures, the shared runs alive, and the datasets' health.
   struct Stats : Admission::Stats {
     uint32_t shared_runs = 0;
     // Streams that asked to share and built alone (no budget for a run).
     uint64_t share_fallbacks = 0;
+    std::vector<DatasetHealth> datasets;  // In name order.
   };
   Stats GetStats() const;
   // Every open stream, in the order they opened.

@@ -56,8 +56,9 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:5:3: unknown key 'max_bach_bytes' in limits (did you "
             "mean 'max_batch_bytes'?); expected one of: admission_wait, "
-            "default_prefetch, max_batch_bytes, max_batch_size, max_prefetch, "
-            "max_streams, max_streams_per_peer");
+            "default_prefetch, max_batch_bytes, max_batch_size, "
+            "max_decode_pixels, max_prefetch, max_streams, "
+            "max_streams_per_peer");
 }
 
 TEST_F(ConfigErrorTest, UnknownKeyInDatasetIsRejected) {

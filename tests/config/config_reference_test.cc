@@ -34,7 +34,7 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
       AllowedKeys("limits"),
       ElementsAre("max_batch_size", "max_prefetch", "default_prefetch",
                   "max_streams", "max_streams_per_peer", "admission_wait",
-                  "max_batch_bytes"));
+                  "max_batch_bytes", "max_decode_pixels"));
   EXPECT_THAT(AllowedKeys("sharing"), ElementsAre("lag_window"));
   EXPECT_THAT(AllowedKeys("jobs.JOB"), ElementsAre("weight"));
   EXPECT_THAT(AllowedKeys("metrics"), ElementsAre("listen"));

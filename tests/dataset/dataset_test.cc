@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/dataset/file_util.h"
 #include "tests/testing/dataset_fixture.h"
 
 namespace stoker::dataset {
@@ -143,6 +144,64 @@ TEST_F(DatasetTest, OpenReturnsDataLossForATruncatedShard) {
   EXPECT_THAT(s.message(),
               HasSubstr(absl::StrCat("shard-00001.lmdb has ", size - 4096,
                                      " bytes, the manifest says ", size)));
+}
+
+TEST_F(DatasetTest, ShardTruncatedWhileOpenIsDataLossAndMarksItDamaged) {
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  EXPECT_TRUE(ds->healthy());
+  // Shard 1 holds ids 6..11. Keep only its meta pages: any lookup faults.
+  const std::string shard = dir_ + "/shard-00001.lmdb";
+  fs::resize_file(shard, 2 * 4096);
+  const absl::Status s = Touch(*ds, 9);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr("dataset 'test': shard shard-00001.lmdb, key 9: "
+                        "SIGBUS reading offset "));
+  EXPECT_THAT(s.message(), HasSubstr("it has 8192 bytes now"));
+  EXPECT_TRUE(IsShardDamage(s));
+  EXPECT_FALSE(ds->healthy());
+  ASSERT_EQ(ds->Damage().size(), 1u);
+  EXPECT_EQ(ds->Damage()[0].file, "shard-00001.lmdb");
+  EXPECT_THAT(ds->Damage()[0].reason, HasSubstr("key 9: SIGBUS"));
+  // Later reads of the shard do not touch the map again.
+  const absl::Status later = Touch(*ds, 6);
+  EXPECT_TRUE(IsShardDamage(later));
+  EXPECT_THAT(later.message(), HasSubstr("the shard was found damaged (key 9"));
+  // The other shard reads on.
+  for (uint64_t id = 0; id < 6; ++id) {
+    EXPECT_TRUE(Touch(*ds, id).ok()) << "id " << id;
+  }
+}
+
+TEST_F(DatasetTest, ABadRecordIsNotShardDamage) {
+  ASSERT_TRUE(testing::CorruptRecordOnDisk(dir_, 8).ok());
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  EXPECT_FALSE(IsShardDamage(Touch(*ds, 8)));
+  EXPECT_TRUE(ds->healthy());
+}
+
+TEST_F(DatasetTest, ReadsTheRecordFromACopyNotFromTheMap) {
+  std::unique_ptr<Dataset> ds = OpenOrDie();
+  ASSERT_NE(ds, nullptr);
+  const std::string shard = dir_ + "/shard-00000.lmdb";
+  const std::string before = [&] {
+    std::string s;
+    EXPECT_TRUE(ReadFileToString(shard, &s).ok());
+    return s;
+  }();
+  ASSERT_TRUE(ds->Read(0, [&](const RecordView& r) {
+                  // The field's bytes are not inside the file's map.
+                  const char* p = r.fields[0].data();
+                  EXPECT_EQ(before.find(std::string(r.fields[0])) !=
+                                std::string::npos,
+                            true);
+                  fs::resize_file(shard, 2 * 4096);  // Must not matter now.
+                  EXPECT_EQ(p[r.fields[0].size() - 1], r.fields[0].back());
+                  EXPECT_EQ(r.fields[0].substr(0, 2), "\xff\xd8");
+                  return absl::OkStatus();
+                }).ok());
 }
 
 TEST_F(DatasetTest, OpenReturnsDataLossForAMissingShard) {

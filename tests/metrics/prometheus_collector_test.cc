@@ -138,6 +138,21 @@ TEST(PrometheusCollectorTest, DaemonWideValues) {
   EXPECT_EQ(Value(text, "stoker_start_time_seconds", ""), 1700000000);
 }
 
+TEST(PrometheusCollectorTest, DatasetHealthGaugesShowDamagedShards) {
+  DaemonStats d = Synthetic();
+  d.service.datasets = {{"good", {}},
+                        {"train",
+                         {{"shard-00001.lmdb", "key 7: SIGBUS ..."},
+                          {"shard-00003.lmdb", "key 40: SIGBUS ..."}}}};
+  const std::string text = RenderExposition(d);
+  EXPECT_EQ(Value(text, "stoker_dataset_healthy", R"(dataset="good")"), 1);
+  EXPECT_EQ(Value(text, "stoker_dataset_healthy", R"(dataset="train")"), 0);
+  EXPECT_EQ(Value(text, "stoker_dataset_damaged_shards", R"(dataset="good")"),
+            0);
+  EXPECT_EQ(Value(text, "stoker_dataset_damaged_shards", R"(dataset="train")"),
+            2);
+}
+
 TEST(PrometheusCollectorTest, NamesFollowPrometheusConventions) {
   for (const prometheus::MetricFamily& f : BuildMetricFamilies(Synthetic())) {
     EXPECT_EQ(f.name.rfind("stoker_", 0), 0u) << f.name;

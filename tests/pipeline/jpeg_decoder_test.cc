@@ -34,6 +34,20 @@ TEST(JpegDecoderTest, ReadsTheImageSizeFromTheHeader) {
   EXPECT_EQ(decoder.height(), 23);
 }
 
+TEST(JpegDecoderTest, RefusesAnImageOverItsPixelLimitFromTheHeader) {
+  const std::string jpeg = MakeProgressive(MakeJpeg(300, 200, 1));
+  JpegDecoder small(300 * 200 - 1);
+  EXPECT_THAT(small.ReadHeader(jpeg),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("image 300x200 (60000 pixels) is over "
+                                 "limits.max_decode_pixels (59999)")));
+  JpegDecoder exact(300 * 200);
+  EXPECT_THAT(exact.ReadHeader(jpeg), IsOk());
+  // The default admits 8000x8000 but not the 8192x8192 of issue 14.
+  EXPECT_GE(kDefaultMaxDecodePixels, int64_t{8000} * 8000);
+  EXPECT_LT(kDefaultMaxDecodePixels, int64_t{8192} * 8192);
+}
+
 TEST(JpegDecoderTest, ScaledSizeRoundsUpLikeLibjpeg) {
   EXPECT_EQ(JpegDecoder::ScaledSize(37, 8), 37);
   EXPECT_EQ(JpegDecoder::ScaledSize(37, 1), 5);
@@ -93,7 +107,8 @@ TEST(JpegDecoderTest, HeaderOverThePixelLimitIsDataLoss) {
   JpegDecoder decoder;
   EXPECT_THAT(decoder.ReadHeader(jpeg),
               StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("20000x20000 is over the limit")));
+                       HasSubstr("image 20000x20000 (400000000 pixels) is "
+                                 "over limits.max_decode_pixels")));
 }
 
 TEST(JpegDecoderTest, ValidateAcceptsRgbGrayAndCmyk) {

@@ -97,6 +97,19 @@ TEST(PipelineCreateTest, KeepsNameAndOpNames) {
   EXPECT_EQ((*pipeline)->format().layout, Layout::kChw);
 }
 
+TEST(PipelineRunTest, RefusesAnImageOverMaxDecodePixelsBeforeDecoding) {
+  auto pipeline =
+      Pipeline::Create("train", TrainOps("float32", "chw"), 200 * 100);
+  ASSERT_THAT(pipeline, IsOk());
+  auto bound = (*pipeline)->Bind(kSchema);
+  ASSERT_THAT(bound, IsOk());
+  EXPECT_THAT(RunOnce(**bound, MakeJpeg(200, 100, 1), 1, 0), IsOk());
+  EXPECT_THAT(RunOnce(**bound, MakeJpeg(201, 100, 1), 1, 0).status(),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("image 201x100 (20100 pixels) is over "
+                                 "limits.max_decode_pixels (20000)")));
+}
+
 TEST(PipelineCreateTest, RejectsUnknownOpNamingIndexAndLine) {
   EXPECT_THAT(
       Pipeline::Create("train", {Op("decode_jpeg"), Op("blur", {}, 12)}),

@@ -1,8 +1,13 @@
 """`stoker pack`, `verify` and `inspect` as a user runs them."""
 import json
+import os
 import shutil
+import subprocess
+import sys
 
-from conftest import STOKER, make_images, run
+import pytest
+
+from conftest import ROOT, STOKER, make_images, run
 
 
 def test_pack_skips_bad_files_and_names_each(tmp_path):
@@ -52,3 +57,80 @@ def test_pack_refuses_an_existing_destination_without_force(tmp_path):
     assert out.returncode != 0 and "--force" in out.stdout + out.stderr
     run([STOKER, "pack", src, tmp_path / "ds", "--force"])
     shutil.rmtree(tmp_path / "ds")
+
+
+def test_pack_refuses_a_class_folder_that_is_not_utf8(tmp_path):
+    src = make_images(tmp_path / "src", 6, classes=2)
+    latin1 = os.path.join(os.fsencode(src), b"caf\xe9")
+    os.rename(os.fsencode(src / "class_001"), latin1)
+    out = run([STOKER, "pack", src, tmp_path / "ds"], check=False)
+    # Used to abort (134) on nlohmann's exception, leaving ds.tmp-PID.
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    assert "class folder 'caf\\xe9'" in out.stderr, out.stderr
+    assert "not UTF-8" in out.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["src"]
+
+
+def test_pack_removes_temp_folders_of_killed_packs(tmp_path):
+    src = make_images(tmp_path / "src", 6, classes=2)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # Its pid names no process now.
+    stale = tmp_path / f"ds.tmp-{gone.pid}"
+    (stale / "shard-00000.lmdb").parent.mkdir()
+    (stale / "shard-00000.lmdb").write_bytes(b"\0" * 4096)
+    alive = tmp_path / f"ds.tmp-{os.getpid()}"  # A pack that still runs.
+    alive.mkdir()
+    other = tmp_path / f"other.tmp-{gone.pid}"  # Another DST's.
+    other.mkdir()
+    out = run([STOKER, "pack", src, tmp_path / "ds"])
+    assert (f"removed {stale}, left by pack process {gone.pid}, which is "
+            "gone") in out.stderr, out.stderr
+    assert not stale.exists()
+    assert alive.exists() and other.exists()
+    run([STOKER, "verify", tmp_path / "ds"])
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 2 MiB tmpfs, or a skip saying why there is none."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs",
+                          str(mount)], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {out.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_pack_on_a_full_disk_says_how_much_space_it_needs(tmp_path,
+                                                          tiny_tmpfs):
+    # 600 images of about 2.5 KB: 1.5 MB of files fits in 2 MiB, but LMDB
+    # gives each value a 4 KiB page of its own, about 2.5 MB.
+    src = tmp_path / "src"
+    run([sys.executable, ROOT / "bench" / "make_images.py", src, "--count",
+         600, "--classes", 2, "--seed", 1, "--min-size", 56, "--max-size",
+         64])
+    out = run([STOKER, "pack", src, tiny_tmpfs / "ds"], check=False)
+    assert out.returncode == 1, out.stderr
+    assert (f"no space left on the filesystem of {tiny_tmpfs} (for "
+            f"{tiny_tmpfs}/ds): the pack needs about ") in out.stderr, \
+        out.stderr
+    needed = float(out.stderr.split("needs about ")[1].split(" MB")[0])
+    assert 2.1 < needed < 4, out.stderr
+    assert list(tiny_tmpfs.iterdir()) == []  # No ds, no ds.tmp-PID.
+
+
+def test_pack_refuses_at_once_when_the_files_alone_do_not_fit(tmp_path,
+                                                              tiny_tmpfs):
+    src = tmp_path / "src"
+    run([sys.executable, ROOT / "bench" / "make_images.py", src, "--count",
+         400, "--classes", 2, "--seed", 1, "--min-size", 96, "--max-size",
+         128])
+    assert sum(p.stat().st_size for p in src.rglob("*.jpg")) > 2 << 20
+    out = run([STOKER, "pack", src, tiny_tmpfs / "ds"], check=False)
+    assert out.returncode == 1, out.stderr
+    assert "no space left on the filesystem of" in out.stderr, out.stderr
+    assert list(tiny_tmpfs.iterdir()) == []

@@ -286,3 +286,69 @@ def test_soak_32_clients_leak_nothing_and_see_exact_epochs(dataset,
         assert daemon.proc.poll() is None
     finally:
         daemon.stop()
+
+
+def stream_damaged_until(daemon, stop, results):
+    """Streams the dataset `damaged` over and over until `stop` is set,
+    appending each stream's (exit code, status) to `results`."""
+    while not stop.is_set():
+        out = subprocess.run(
+            [str(STOKER), "stream", "--address", daemon.address, "--dataset",
+             "damaged", "--pipeline", "bytes", "--batch-size", "2",
+             "--epochs", "1", "--transport", random.choice(["grpc", "shm"]),
+             "--json", "--quiet"], capture_output=True, text=True, timeout=60)
+        lines = out.stdout.strip().splitlines()
+        results.append((out.returncode,
+                        json.loads(lines[-1])["status"] if lines else
+                        out.stderr))
+
+
+def test_soak_damaged_shard_phase(dataset, tmp_path):
+    """Damaged-shard phase: a second dataset's shard is truncated under the
+    daemon while a wave of clients streams `train`; the damaged dataset's
+    streams all end with DATA_LOSS naming the shard, and the wave's clients
+    see their exact epochs and leak nothing, as in the test above."""
+    import shutil
+    import threading
+    damaged = tmp_path / "damaged"
+    shutil.copytree(dataset, damaged)
+    socket = tmp_path / "stoker.sock"
+    config = write_config(tmp_path / "stoker.yaml", dataset, socket,
+                          CLIENT_PIPELINES)
+    config.write_text(config.read_text().replace(
+        "datasets:\n", f"datasets:\n  damaged: {{path: {damaged}}}\n", 1))
+    daemon = Daemon(config, socket).start()
+    rng = random.Random(20261215)
+    counts = Counter()
+    stop = threading.Event()
+    results = []
+    try:
+        n = run_wave(daemon, rng, tmp_path, 5, counts, 0)
+        fds0, memfds0, _ = quiesce(daemon)
+        shard = damaged / "shard-00001.lmdb"
+        size = shard.stat().st_size
+        os.truncate(shard, 8192 + (size - 8192) // 2 // 4096 * 4096)
+        streamer = threading.Thread(target=stream_damaged_until,
+                                    args=(daemon, stop, results))
+        streamer.start()
+        try:
+            run_wave(daemon, rng, tmp_path, max(10.0, SOAK_SECONDS * 0.25),
+                     counts, n)
+        finally:
+            stop.set()
+            streamer.join()
+        fds, memfds, _ = quiesce(daemon)
+        report = (f"{dict(counts)}; damaged streams {results[:3]} ... "
+                  f"({len(results)}); descriptors {fds0} -> {fds}, memfds "
+                  f"{memfds0} -> {memfds}")
+        print(report)
+        assert results, report
+        for code, status in results:
+            assert code == 1 and status.startswith("DATA_LOSS"), report
+            assert "dataset 'damaged'" in status and shard.name in status, \
+                report
+        assert fds <= fds0 + FD_SLACK and memfds <= memfds0, report
+        assert counts["cli complete"] >= 3, report
+        assert daemon.proc.poll() is None
+    finally:
+        daemon.stop()

@@ -86,6 +86,17 @@ void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out) {
     e->set_code(metrics::StatusCodeName(static_cast<int>(code)));
     e->set_count(stats.errors[code]);
   }
+  for (const service::StreamService::DatasetHealth& d :
+       stats.service.datasets) {
+    v1::DatasetHealth* h = out->add_datasets();
+    h->set_dataset(d.dataset);
+    h->set_healthy(d.damage.empty());
+    for (const dataset::ShardDamage& damage : d.damage) {
+      v1::ShardDamage* s = h->add_damage();
+      s->set_file(damage.file);
+      s->set_reason(damage.reason);
+    }
+  }
   for (double b : service::LatencyHistogram::kBounds) {
     out->add_latency_bounds_seconds(b);
   }

@@ -1,0 +1,133 @@
+#include "server/dataset/pack_dest.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+
+namespace stoker::dataset {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kPage = 4096;
+// LMDB's largest value kept in a leaf page with a 4 KiB page and an 8-byte
+// key: me_nodemax (2038) less the node header and the key.
+constexpr uint64_t kMaxInlineValue = 2038 - 8 - 8;
+
+std::string Megabytes(uint64_t bytes) {
+  return absl::StrFormat("%.1f MB", bytes / 1e6);
+}
+
+// The folder DST lives in, for messages and statvfs.
+std::string ParentOf(const std::string& dst) {
+  const fs::path parent = fs::path(dst).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PackTempDir>> PackTempDir::Create(
+    const std::string& dst) {
+  const std::string path = absl::StrCat(dst, ".tmp-", ::getpid());
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (!fs::create_directory(path, ec)) {
+    return absl::ErrnoToStatus(
+        ec.value(), absl::StrCat("cannot create ", path, ": ", ec.message()));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    fs::remove_all(path, ec);
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("cannot lock ", path, ": ", std::strerror(err)));
+  }
+  return std::unique_ptr<PackTempDir>(new PackTempDir(path, fd));
+}
+
+PackTempDir::~PackTempDir() {
+  std::error_code ignored;
+  if (!kept_) fs::remove_all(path_, ignored);
+  ::close(lock_fd_);
+}
+
+std::vector<std::string> RemoveStaleTempDirs(const std::string& dst) {
+  std::vector<std::string> out;
+  const std::string prefix = fs::path(dst).filename().string() + ".tmp-";
+  std::error_code ec;
+  for (fs::directory_iterator it(ParentOf(dst), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    int pid = 0;
+    if (!absl::SimpleAtoi(absl::string_view(name).substr(prefix.size()),
+                          &pid) ||
+        pid <= 0 || pid == ::getpid()) {
+      continue;
+    }
+    // Alive, or alive as someone else's (EPERM): not ours to remove.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    const std::string path = it->path().string();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    // A pack in another PID namespace still holds its lock.
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    if (!free) continue;
+    std::error_code remove_ec;
+    fs::remove_all(path, remove_ec);
+    out.push_back(
+        remove_ec
+            ? absl::StrCat("cannot remove ", path, ", left by pack process ",
+                           pid, ": ", remove_ec.message())
+            : absl::StrCat("removed ", path, ", left by pack process ", pid,
+                           ", which is gone"));
+  }
+  return out;
+}
+
+uint64_t EstimateShardBytes(const std::vector<uint64_t>& value_bytes,
+                            uint64_t shards) {
+  uint64_t overflow = 0, leaf = 0;
+  for (uint64_t v : value_bytes) {
+    if (v > kMaxInlineValue) {
+      overflow += (v + 16 + kPage - 1) / kPage * kPage;  // Page header.
+      leaf += 8 + 8 + 8 + 2;  // Node, key, page number, pointer.
+    } else {
+      leaf += 8 + 8 + v + 2;  // Node, key, value, pointer.
+    }
+  }
+  // Leaf pages are full in append order; a branch entry per leaf page.
+  const uint64_t leaf_pages = (leaf + kPage - 17) / (kPage - 16);
+  const uint64_t branch_pages = leaf_pages / 200 + 1;
+  return overflow + (leaf_pages + branch_pages) * kPage + shards * 2 * kPage;
+}
+
+uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+absl::Status NoSpaceError(const std::string& dst, uint64_t needed,
+                          uint64_t free, absl::string_view detail) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "no space left on the filesystem of ", ParentOf(dst), " (for ", dst,
+      "): the pack needs about ", Megabytes(needed), ", ", Megabytes(free),
+      " were free", detail.empty() ? "" : absl::StrCat(" (", detail, ")")));
+}
+
+}  // namespace stoker::dataset

@@ -1,0 +1,73 @@
+// Housekeeping around a pack's destination DST: the temporary folder
+// DST.tmp-<pid> a pack writes into, the removal of those that killed packs
+// left behind, and what the destination's filesystem has room for.
+//
+// A pack holds an flock on its temporary folder for as long as it runs. A
+// later pack of the same DST removes a DST.tmp-<pid> only if no process
+// with that pid is alive and the lock is free, so it never removes the
+// folder of a pack that is still running (not one in another PID
+// namespace, nor one whose pid was reused).
+//
+// Thread-safe: the functions share no state.
+#ifndef STOKER_SERVER_DATASET_PACK_DEST_H_
+#define STOKER_SERVER_DATASET_PACK_DEST_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace stoker::dataset {
+
+// The temporary folder of one pack, created empty and locked; removed
+// with everything in it when destroyed, unless Keep() was called (after it
+// was renamed to DST).
+class PackTempDir {
+ public:
+  // Creates `dst`.tmp-<our pid>, replacing a folder of that name.
+  static absl::StatusOr<std::unique_ptr<PackTempDir>> Create(
+      const std::string& dst);
+  ~PackTempDir();
+
+  PackTempDir(const PackTempDir&) = delete;
+  PackTempDir& operator=(const PackTempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  void Keep() { kept_ = true; }
+
+ private:
+  PackTempDir(std::string path, int lock_fd)
+      : path_(std::move(path)), lock_fd_(lock_fd) {}
+
+  const std::string path_;
+  const int lock_fd_;  // Holds the flock; closed in the destructor.
+  bool kept_ = false;
+};
+
+// Removes every `dst`.tmp-<pid> whose pack is gone (see above) and returns
+// one line per folder removed, or that could not be, e.g.
+// "removed /data/train.tmp-4242, left by pack process 4242, which is gone".
+std::vector<std::string> RemoveStaleTempDirs(const std::string& dst);
+
+// Bytes the shard files of records of these value sizes take, about: LMDB
+// puts a value over about 2 KiB on whole 4 KiB pages of its own, smaller
+// ones into shared leaf pages; plus the meta pages of each shard and a
+// little for the tree.
+uint64_t EstimateShardBytes(const std::vector<uint64_t>& value_bytes,
+                            uint64_t shards);
+
+// Bytes free to an unprivileged writer on the filesystem of `dir`; 0 if it
+// cannot be told.
+uint64_t FreeBytes(const std::string& dir);
+
+// "no space left on the filesystem of /data (for /data/train): the pack needs
+// about 2.5 MB, 2.0 MB were free" as ResourceExhausted.
+absl::Status NoSpaceError(const std::string& dst, uint64_t needed,
+                          uint64_t free, absl::string_view detail);
+
+}  // namespace stoker::dataset
+
+#endif  // STOKER_SERVER_DATASET_PACK_DEST_H_
