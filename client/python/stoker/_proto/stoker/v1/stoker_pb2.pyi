@@ -54,7 +54,8 @@ class Batch(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., in_shared_ring: bool = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class DaemonStats(_message.Message):
-    __slots__ = ["errors", "labels", "latency_bounds_seconds", "memory", "open_streams", "pool", "storage", "streams", "uptime_seconds"]
+    __slots__ = ["datasets", "errors", "labels", "latency_bounds_seconds", "memory", "open_streams", "pool", "storage", "streams", "uptime_seconds"]
+    DATASETS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_BOUNDS_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +65,7 @@ class DaemonStats(_message.Message):
     STORAGE_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    datasets: _containers.RepeatedCompositeFieldContainer[DatasetHealth]
     errors: _containers.RepeatedCompositeFieldContainer[ErrorCount]
     labels: _containers.RepeatedCompositeFieldContainer[LabelStats]
     latency_bounds_seconds: _containers.RepeatedScalarFieldContainer[float]
@@ -73,7 +75,17 @@ class DaemonStats(_message.Message):
     storage: _containers.RepeatedCompositeFieldContainer[StorageStats]
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     uptime_seconds: float
-    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ...) -> None: ...
+    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ...) -> None: ...
+
+class DatasetHealth(_message.Message):
+    __slots__ = ["damage", "dataset", "healthy"]
+    DAMAGE_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    damage: _containers.RepeatedCompositeFieldContainer[ShardDamage]
+    dataset: str
+    healthy: bool
+    def __init__(self, dataset: _Optional[str] = ..., healthy: bool = ..., damage: _Optional[_Iterable[_Union[ShardDamage, _Mapping]]] = ...) -> None: ...
 
 class DatasetInfo(_message.Message):
     __slots__ = ["bytes", "classes", "fields", "name", "num_samples", "num_shards"]
@@ -234,6 +246,14 @@ class Position(_message.Message):
     epoch: int
     step: int
     def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
+
+class ShardDamage(_message.Message):
+    __slots__ = ["file", "reason"]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    reason: str
+    def __init__(self, file: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ShmRing(_message.Message):
     __slots__ = ["fd_socket", "slot_bytes", "slots", "token"]
