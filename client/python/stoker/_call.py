@@ -8,6 +8,7 @@ of the call, or read by the consumer itself; see Call.
 import queue
 import socket
 import threading
+from typing import Any, Iterator, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -15,6 +16,22 @@ from google.protobuf.message import DecodeError
 from . import errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._wire import Response
+
+
+class Connection(Protocol):
+    """What a stream needs of its connection to the daemon; stoker.Client
+    is one."""
+
+    @property
+    def address(self) -> str:
+        """Where the daemon is: ``unix:PATH`` or ``HOST:PORT``."""
+
+    def wait_ready(self, deadline: float) -> None:
+        """Waits until connected; Unavailable at the monotonic deadline."""
+
+    def open_call(self, requests: Iterator[pb.StreamRequest]) -> Any:
+        """Starts a Stream call that sends `requests`; returns gRPC's
+        call (an iterator of responses with cancel())."""
 
 
 class Call:

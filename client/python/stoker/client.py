@@ -1,15 +1,15 @@
 """Client: a connection to one stokerd, and what its config offers."""
 import time
-from dataclasses import dataclass
-from typing import Tuple
 
 import grpc
-import numpy as np
 
-from . import errors, transports
+from . import errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._proto.stoker.v1 import stoker_pb2_grpc as pb_grpc
 from ._wire import parse_response
+from .info import DatasetInfo, PipelineInfo, TensorSpec
+from .request import StreamRequest
+from .stream import Stream
 
 _STREAM_METHOD = "/{}/{}".format(
     pb.DESCRIPTOR.services_by_name["Stoker"].full_name,
@@ -22,31 +22,6 @@ _CHANNEL_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A per-sample output of a pipeline (shape without the batch dim)."""
-    name: str
-    dtype: np.dtype
-    shape: Tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    name: str
-    num_samples: int
-    num_shards: int
-    bytes: int
-    classes: Tuple[str, ...]
-    fields: Tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PipelineInfo:
-    name: str
-    ops: Tuple[str, ...]
-    outputs: Tuple[TensorSpec, ...]
 
 
 def _read_pem(what, path):
@@ -63,11 +38,6 @@ def _read_pem(what, path):
         raise ValueError(f"the TLS {what} '{path}' is not a PEM file "
                          f"(no -----BEGIN)")
     return data
-
-
-def tensor_spec(proto):
-    return TensorSpec(proto.name, transports.dtype_of(proto.dtype),
-                      tuple(proto.shape))
 
 
 class Client:
@@ -138,7 +108,7 @@ class Client:
         response = self._unary(self._stub.ListPipelines,
                                pb.ListPipelinesRequest())
         return [PipelineInfo(p.name, tuple(p.ops),
-                             tuple(tensor_spec(o) for o in p.outputs))
+                             tuple(TensorSpec.from_proto(o) for o in p.outputs))
                 for p in response.pipelines]
 
     def stream(self, dataset, pipeline, batch_size, seed=0, epochs=1, rank=0,
@@ -157,7 +127,6 @@ class Client:
         how long the daemon may hold the open waiting for memory budget or
         this rank's previous stream.
         """
-        from .stream import Stream, StreamRequest
         request = StreamRequest(
             dataset=dataset, pipeline=pipeline, batch_size=batch_size,
             seed=seed, epochs=epochs, rank=rank, world_size=world_size,

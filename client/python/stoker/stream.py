@@ -23,80 +23,17 @@ position, so the user sees every batch once, in order. After
 """
 import collections
 import gc
-import numbers
 import time
 import weakref
-from collections import namedtuple
-from dataclasses import dataclass
-from typing import Tuple
 
 import grpc
 
 from . import errors, transports
 from ._proto.stoker.v1 import stoker_pb2 as pb
-from ._call import Call, NoticeCall
+from ._call import Call, Connection, NoticeCall
 from .batch import Batch
-from .client import TensorSpec, tensor_spec
-
-Position = namedtuple("Position", "epoch step")
-Position.__doc__ = "A stream position: the (epoch, step) of the next batch."
-
-_UINT32 = (1 << 32) - 1
-_UINT64 = (1 << 64) - 1
-
-
-@dataclass(frozen=True)
-class StreamRequest:
-    """What a stream asks the daemon for, besides transport and start."""
-    dataset: str
-    pipeline: str
-    batch_size: int
-    seed: int = 0
-    epochs: int = 1
-    rank: int = 0
-    world_size: int = 1
-    job_id: str = ""
-    drop_last: bool = False
-    prefetch: int = 0
-    hold: int = 1
-    share: bool = False
-    weight: float = 1.0
-    open_timeout: float = 30.0
-
-    def __post_init__(self):
-        for name in ("dataset", "pipeline", "job_id"):
-            if not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a str, got "
-                                 f"{getattr(self, name)!r}")
-        for name, top in (("batch_size", _UINT32), ("seed", _UINT64),
-                          ("epochs", _UINT64), ("rank", _UINT32),
-                          ("world_size", _UINT32), ("prefetch", _UINT32),
-                          ("hold", _UINT32)):
-            object.__setattr__(self, name,
-                               _check_int(name, getattr(self, name), top))
-        for name in ("weight", "open_timeout"):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or
-                    not isinstance(value, (int, float)) or not value > 0):
-                raise ValueError(f"{name} must be a number > 0, got "
-                                 f"{value!r}")
-            object.__setattr__(self, name, float(value))
-        object.__setattr__(self, "share", bool(self.share))
-
-    def to_proto(self, start, transport):
-        request = pb.StreamRequest()
-        o = request.open
-        o.dataset, o.pipeline = self.dataset, self.pipeline
-        o.batch_size, o.seed, o.epochs = self.batch_size, self.seed, self.epochs
-        o.rank, o.world_size, o.job_id = self.rank, self.world_size, self.job_id
-        o.drop_last, o.prefetch = bool(self.drop_last), self.prefetch
-        o.share, o.weight = self.share, self.weight
-        o.open_timeout = self.open_timeout
-        o.start.epoch, o.start.step = start
-        transport.prepare(o)
-        if transport.ack_on_release:
-            o.hold = self.hold
-        return request
+from .info import StreamInfo, TensorSpec
+from .request import Position, StreamRequest
 
 
 class _Releases:
@@ -159,38 +96,6 @@ class _Releases:
             call.send(pb.StreamRequest(acks=pb.AckList(acks=acks)))
 
 
-def _check_int(name, value, top):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int, got {value!r}")
-    if not 0 <= value <= top:
-        raise ValueError(f"{name} {value} is outside [0, {top}]")
-    return int(value)
-
-
-def _check_start(start):
-    try:
-        epoch, step = start
-    except (TypeError, ValueError):
-        raise ValueError(f"start must be an (epoch, step) pair, got "
-                         f"{start!r}") from None
-    return Position(_check_int("start epoch", epoch, _UINT64),
-                    _check_int("start step", step, _UINT64))
-
-
-@dataclass(frozen=True)
-class StreamInfo:
-    """What the daemon said about a stream when it opened (this rank's
-    steps and samples per epoch, the transport and prefetch granted)."""
-    num_samples: int
-    steps_per_epoch: int
-    samples_per_epoch: int
-    prefetch: int
-    transport: str
-    outputs: Tuple[TensorSpec, ...]
-    start: Position
-    shared: bool = False  # Joined a shared preprocessing run.
-
-
 class Stream:
     """An iterator of stoker.Batch, opened by Client.stream().
 
@@ -226,7 +131,7 @@ class Stream:
         self._client = client
         self._request = request
         self._candidates = transports.candidates(transport, client.address)
-        self._position = _check_start(start)
+        self._position = Position.of(start)
         if reconnect_timeout is None or reconnect_timeout < 0:
             raise ValueError(f"reconnect_timeout must be >= 0 seconds, got "
                              f"{reconnect_timeout!r}")
@@ -505,5 +410,5 @@ class Stream:
             num_samples=h.num_samples, steps_per_epoch=h.steps_per_epoch,
             samples_per_epoch=h.samples_per_epoch, prefetch=h.prefetch,
             transport=transport.name,
-            outputs=tuple(tensor_spec(o) for o in h.outputs),
+            outputs=tuple(TensorSpec.from_proto(o) for o in h.outputs),
             start=Position(h.start.epoch, h.start.step), shared=h.shared)

@@ -65,7 +65,7 @@ import torch
 
 from . import sampling
 from .client import Client
-from .stream import Position, StreamRequest, _check_start
+from .request import Position, StreamRequest
 from .transports import candidates
 
 STATE_VERSION = 1
@@ -183,7 +183,7 @@ class Loader:
         self._transport = transport
         candidates(transport, address if isinstance(address, str)
                    else address.address)
-        self._position = _check_start(start)
+        self._position = Position.of(start)
         self._epochs = self._request.epochs or None
         self._reconnect_timeout = reconnect_timeout
         self._device = resolve_device(device)
@@ -238,7 +238,7 @@ class Loader:
         """Moves the cursor to the start of `epoch`, unless it is already in
         that epoch."""
         if epoch != self._position.epoch:
-            self._position = _check_start((epoch, 0))
+            self._position = Position.of((epoch, 0))
 
     # Iteration.
 
@@ -390,7 +390,7 @@ class Loader:
         position = state["position"]
         if isinstance(position, collections.abc.Mapping):
             position = (position.get("epoch"), position.get("step"))
-        self._position = _check_start(position)
+        self._position = Position.of(position)
         self._saved_num_samples = state.get("num_samples")
         self._check_saved_size()
         self._generation += 1
