@@ -115,7 +115,9 @@ class Client:
                world_size=1, job_id="", drop_last=False, transport="auto",
                prefetch=0, start=(0, 0), reconnect_timeout=30.0, hold=1,
                share=False, weight=1.0, open_timeout=30.0):
-        """Opens a stream of batches; see stoker.Stream. Raises at once if
+        """Opens a stream of batches; see stoker.Stream. The parameters
+        but `transport`, `start` and `reconnect_timeout` are the fields of
+        the stream's stoker.StreamRequest. Raises at once if
         the daemon refuses the request (NotFound, InvalidArgument, ...) or
         cannot be reached within `reconnect_timeout` seconds (Unavailable).
         `hold` (shm only) is how many batches you keep unreleased beyond
@@ -127,11 +129,7 @@ class Client:
         how long the daemon may hold the open waiting for memory budget or
         this rank's previous stream.
         """
-        request = StreamRequest(
-            dataset=dataset, pipeline=pipeline, batch_size=batch_size,
-            seed=seed, epochs=epochs, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold,
-            share=share, weight=weight, open_timeout=open_timeout)
+        request = StreamRequest.from_arguments(locals())
         return Stream(self, request, transport=transport, start=start,
                       reconnect_timeout=reconnect_timeout)
 

@@ -1,13 +1,18 @@
 """What a stream asks stokerd for: a StreamRequest, and the Position to
 start at.
 
-StreamRequest is the one definition of a stream's request parameters
-(their names, defaults and checks); OpenStream in stoker.proto carries each
-under the same name.
+StreamRequest is the one definition of a stream's request parameters:
+their names, defaults and checks. Client.stream and stoker.torch.Loader
+take each as a keyword of the same name and build the request from their
+arguments with StreamRequest.from_arguments, so a field their signature
+lacks fails every call, and the Loader hands its request to its streams
+whole; tests/python/test_client_parameters.py pins the signatures.
+OpenStream in stoker.proto carries each field under the same name.
 """
+import dataclasses
 import numbers
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from .transports import Transport
@@ -82,18 +87,33 @@ class StreamRequest:
                 raise ValueError(f"{name} must be a number > 0, got "
                                  f"{value!r}")
             object.__setattr__(self, name, float(value))
-        object.__setattr__(self, "share", bool(self.share))
+        for name in ("drop_last", "share"):
+            object.__setattr__(self, name, bool(getattr(self, name)))
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any],
+                       **overrides: Any) -> "StreamRequest":
+        """The request of a call whose parameters include every field:
+        each field from `overrides`, else from `arguments` (the caller's
+        locals()) by name."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            if field.name in overrides:
+                values[field.name] = overrides[field.name]
+            elif field.name in arguments:
+                values[field.name] = arguments[field.name]
+            else:
+                raise TypeError(f"StreamRequest field '{field.name}' is not "
+                                f"a parameter of the caller")
+        return cls(**values)
 
     def to_proto(self, start: Position,
                  transport: Transport) -> pb.StreamRequest:
         request = pb.StreamRequest()
         o = request.open
-        o.dataset, o.pipeline = self.dataset, self.pipeline
-        o.batch_size, o.seed, o.epochs = self.batch_size, self.seed, self.epochs
-        o.rank, o.world_size, o.job_id = self.rank, self.world_size, self.job_id
-        o.drop_last, o.prefetch = bool(self.drop_last), self.prefetch
-        o.share, o.weight = self.share, self.weight
-        o.open_timeout = self.open_timeout
+        for field in dataclasses.fields(self):
+            if field.name != "hold":  # Below: only where it means something.
+                setattr(o, field.name, getattr(self, field.name))
         o.start.epoch, o.start.step = start
         transport.prepare(o)
         if transport.ack_on_release:

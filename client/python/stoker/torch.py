@@ -66,6 +66,7 @@ import torch
 from . import sampling
 from .client import Client
 from .request import Position, StreamRequest
+from .stream import Stream
 from .transports import candidates
 
 STATE_VERSION = 1
@@ -157,10 +158,12 @@ class Loader:
     """Batches of a Stoker stream as dicts of torch tensors; see the module
     comment for epochs, resume, DDP and memory.
 
-    Arguments are those of Client.stream, plus `device`. `address` may also
-    be a stoker.Client. `epochs` is the number of epochs to serve (None or 0:
-    no bound); `start` the first position. rank, world_size and job_id
-    default to the distributed context. `hold` is as for Client.stream;
+    Arguments are those of Client.stream (each request field of
+    stoker.StreamRequest, and transport, start and reconnect_timeout), plus
+    `device` and `zero_copy`. `address` may also be a stoker.Client.
+    `epochs` is the number of epochs to serve (None or 0: no bound);
+    `start` the first position. rank, world_size and job_id default to the
+    distributed context. `hold` is as for Client.stream;
     `zero_copy` (shm on the CPU only) yields views of the shm slot, valid
     until the next batch, instead of copies (see the module comment).
     """
@@ -169,16 +172,14 @@ class Loader:
                  epochs=None, rank=None, world_size=None, job_id=None,
                  drop_last=False, transport="auto", prefetch=0, start=(0, 0),
                  reconnect_timeout=30.0, device=None, hold=1,
-                 zero_copy=False, share=False, weight=1.0):
+                 zero_copy=False, share=False, weight=1.0, open_timeout=30.0):
         self._stream = None  # For __del__ if checks below fail.
-        rank, world_size, job_id = distributed_context(rank, world_size,
-                                                       job_id)
-        # Checks the arguments now, as the stream would.
-        self._request = StreamRequest(
-            dataset=dataset, pipeline=pipeline, batch_size=batch_size,
-            seed=seed, epochs=epochs or 0, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold,
-            share=share, weight=weight)
+        context = distributed_context(rank, world_size, job_id)
+        # Checks the arguments now, as the stream would; the streams get
+        # this request whole.
+        self._request = StreamRequest.from_arguments(
+            locals(), epochs=epochs or 0, rank=context[0],
+            world_size=context[1], job_id=context[2])
         self._zero_copy = bool(zero_copy)
         self._transport = transport
         candidates(transport, address if isinstance(address, str)
@@ -286,14 +287,10 @@ class Loader:
         if s is not None and (s.closed or s.position != self._position):
             self._close_stream()
         if self._stream is None:
-            r = self._request
-            self._stream = self._client.stream(
-                r.dataset, r.pipeline, r.batch_size, seed=r.seed,
-                epochs=r.epochs, rank=r.rank, world_size=r.world_size,
-                job_id=r.job_id, drop_last=r.drop_last,
-                transport=self._transport, prefetch=r.prefetch,
-                start=self._position, hold=r.hold,
-                reconnect_timeout=self._reconnect_timeout)
+            self._stream = Stream(self._client, self._request,
+                                  transport=self._transport,
+                                  start=self._position,
+                                  reconnect_timeout=self._reconnect_timeout)
             if self._num_samples is None:
                 self._num_samples = self._stream.info.num_samples
                 try:
@@ -304,6 +301,7 @@ class Loader:
             steps = self._steps_per_epoch()
             header_steps = self._stream.info.steps_per_epoch
             if header_steps != steps:
+                r = self._request
                 warnings.warn(
                     f"stokerd says rank {r.rank} of {r.world_size} has "
                     f"{header_steps} steps per epoch, the client computed "
