@@ -1,5 +1,6 @@
 """Client: a connection to one stokerd, and what its config offers."""
 import time
+from typing import Any, Iterator, List, Optional, Tuple
 
 import grpc
 
@@ -24,7 +25,7 @@ _CHANNEL_OPTIONS = (
 )
 
 
-def _read_pem(what, path):
+def _read_pem(what: str, path: Optional[str]) -> Optional[bytes]:
     """The bytes of the PEM file at `path`, or None for no path."""
     if not path:
         return None
@@ -57,15 +58,17 @@ class Client:
     cannot be read raises ValueError naming it.
     """
 
-    def __init__(self, address, *, connect_timeout=30.0, tls=False,
-                 tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None):
+    def __init__(self, address: str, *, connect_timeout: float = 30.0,
+                 tls: bool = False, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None,
+                 tls_server_name: Optional[str] = None) -> None:
         if not isinstance(address, str) or not address:
             raise ValueError(f"address must be 'unix:PATH' or 'HOST:PORT', "
                              f"got {address!r}")
         self.address = address
         self.connect_timeout = float(connect_timeout)
-        options = list(_CHANNEL_OPTIONS)
+        options: List[Tuple[str, Any]] = list(_CHANNEL_OPTIONS)
         if tls or tls_ca or tls_cert or tls_key or tls_server_name:
             if bool(tls_cert) != bool(tls_key):
                 raise ValueError("tls_cert and tls_key go together; got only "
@@ -87,7 +90,7 @@ class Client:
             request_serializer=pb.StreamRequest.SerializeToString,
             response_deserializer=parse_response)
 
-    def datasets(self):
+    def datasets(self) -> List[DatasetInfo]:
         """The datasets in the daemon's config: a list of DatasetInfo."""
         response = self._unary(self._stub.ListDatasets,
                                pb.ListDatasetsRequest())
@@ -95,7 +98,7 @@ class Client:
                             tuple(d.classes), tuple(d.fields))
                 for d in response.datasets]
 
-    def dataset(self, name):
+    def dataset(self, name: str) -> DatasetInfo:
         """The DatasetInfo of `name`; NotFound if the config has none."""
         found = [d for d in self.datasets() if d.name == name]
         if not found:
@@ -103,7 +106,7 @@ class Client:
                                   f"stokerd at {self.address}")
         return found[0]
 
-    def pipelines(self):
+    def pipelines(self) -> List[PipelineInfo]:
         """The pipelines in the daemon's config: a list of PipelineInfo."""
         response = self._unary(self._stub.ListPipelines,
                                pb.ListPipelinesRequest())
@@ -111,10 +114,14 @@ class Client:
                              tuple(TensorSpec.from_proto(o) for o in p.outputs))
                 for p in response.pipelines]
 
-    def stream(self, dataset, pipeline, batch_size, seed=0, epochs=1, rank=0,
-               world_size=1, job_id="", drop_last=False, transport="auto",
-               prefetch=0, start=(0, 0), reconnect_timeout=30.0, hold=1,
-               share=False, weight=1.0, open_timeout=30.0):
+    def stream(self, dataset: str, pipeline: str, batch_size: int,
+               seed: int = 0, epochs: int = 1, rank: int = 0,
+               world_size: int = 1, job_id: str = "",
+               drop_last: bool = False, transport: str = "auto",
+               prefetch: int = 0, start: Tuple[int, int] = (0, 0),
+               reconnect_timeout: float = 30.0, hold: int = 1,
+               share: bool = False, weight: float = 1.0,
+               open_timeout: float = 30.0) -> Stream:
         """Opens a stream of batches; see stoker.Stream. The parameters
         but `transport`, `start` and `reconnect_timeout` are the fields of
         the stream's stoker.StreamRequest. Raises at once if
@@ -133,7 +140,7 @@ class Client:
         return Stream(self, request, transport=transport, start=start,
                       reconnect_timeout=reconnect_timeout)
 
-    def close(self):
+    def close(self) -> None:
         """Closes the channel; streams of this client end."""
         # grpcio's connectivity poller (started by channel_ready_future in
         # wait_ready) runs up to 0.2 s after the wait ends, and raises in its
@@ -148,18 +155,18 @@ class Client:
             time.sleep(0.05)
         self._channel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"stoker.Client({self.address!r})"
 
     # Internal, for Stream.
 
-    def wait_ready(self, deadline):
+    def wait_ready(self, deadline: float) -> None:
         """Waits until the channel is connected, or raises Unavailable at the
         monotonic `deadline`."""
         ready = grpc.channel_ready_future(self._channel)
@@ -169,11 +176,11 @@ class Client:
             ready.cancel()
             raise errors.Unavailable("no connection") from None
 
-    def open_call(self, requests):
+    def open_call(self, requests: Iterator[pb.StreamRequest]) -> Any:
         """Starts a Stream call that sends `requests` (an iterator)."""
         return self._stream_method(requests)
 
-    def _unary(self, method, request):
+    def _unary(self, method: Any, request: Any) -> Any:
         deadline = time.monotonic() + self.connect_timeout
         try:
             self.wait_ready(deadline)

@@ -12,7 +12,7 @@ OpenStream in stoker.proto carries each field under the same name.
 import dataclasses
 import numbers
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple, cast
 
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from .transports import Transport
@@ -26,9 +26,10 @@ def check_int(name: str, value: object, top: int) -> int:
     (a bool is not an int here)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an int, got {value!r}")
-    if not 0 <= value <= top:
+    number = int(value)
+    if not 0 <= number <= top:
         raise ValueError(f"{name} {value} is outside [0, {top}]")
-    return int(value)
+    return number
 
 
 class Position(NamedTuple):
@@ -41,7 +42,7 @@ class Position(NamedTuple):
         """The Position of an (epoch, step) pair of ints >= 0; ValueError
         for anything else."""
         try:
-            epoch, step = value  # type: ignore[misc]
+            epoch, step = cast(Iterable[object], value)
         except (TypeError, ValueError):
             raise ValueError(f"start must be an (epoch, step) pair, got "
                              f"{value!r}") from None

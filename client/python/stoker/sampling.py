@@ -9,9 +9,11 @@ without it they form one more global step, where rank r takes
 tail[r*C : min((r+1)*C, R)] with C = ceil(R/W). A rank whose chunk is empty
 has one step fewer.
 """
+from typing import Tuple
 
 
-def _check(num_samples, batch_size, world_size, rank):
+def _check(num_samples: int, batch_size: int, world_size: int,
+           rank: int) -> None:
     if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need batch_size >= 1 and 0 <= rank < world_size, "
                          f"got batch_size {batch_size}, rank {rank}, "
@@ -20,7 +22,8 @@ def _check(num_samples, batch_size, world_size, rank):
         raise ValueError(f"num_samples {num_samples} is negative")
 
 
-def _tail(num_samples, batch_size, world_size, rank, drop_last):
+def _tail(num_samples: int, batch_size: int, world_size: int, rank: int,
+          drop_last: bool) -> Tuple[int, int]:
     global_batch = world_size * batch_size
     full = num_samples // global_batch
     if drop_last:
@@ -31,16 +34,16 @@ def _tail(num_samples, batch_size, world_size, rank, drop_last):
     return full, max(0, min(chunk, num_samples - offset))
 
 
-def steps_per_epoch(num_samples, batch_size, world_size=1, rank=0,
-                    drop_last=False):
+def steps_per_epoch(num_samples: int, batch_size: int, world_size: int = 1,
+                    rank: int = 0, drop_last: bool = False) -> int:
     """Batches rank `rank` of `world_size` receives in one epoch."""
     _check(num_samples, batch_size, world_size, rank)
     full, tail = _tail(num_samples, batch_size, world_size, rank, drop_last)
     return full + (1 if tail else 0)
 
 
-def samples_per_epoch(num_samples, batch_size, world_size=1, rank=0,
-                      drop_last=False):
+def samples_per_epoch(num_samples: int, batch_size: int, world_size: int = 1,
+                      rank: int = 0, drop_last: bool = False) -> int:
     """Samples rank `rank` of `world_size` receives in one epoch."""
     _check(num_samples, batch_size, world_size, rank)
     full, tail = _tail(num_samples, batch_size, world_size, rank, drop_last)

@@ -60,10 +60,12 @@ A Loader is used by one thread at a time.
 import collections.abc
 import os
 import warnings
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 
 from . import sampling
+from .batch import Batch
 from .client import Client
 from .request import Position, StreamRequest
 from .stream import Stream
@@ -75,11 +77,13 @@ MUST_MATCH = ("dataset", "pipeline", "seed", "batch_size", "world_size",
               "drop_last")
 
 
-class TensorBatch(dict):
+class TensorBatch(Dict[str, torch.Tensor]):
     """A dict of tensor name to torch.Tensor, with the batch's `epoch`,
     `step`, `position`, `sample_ids` and `skipped_ids` as attributes."""
 
-    def __init__(self, tensors, epoch, step, sample_ids, skipped_ids):
+    def __init__(self, tensors: Mapping[str, torch.Tensor], epoch: int,
+                 step: int, sample_ids: List[int],
+                 skipped_ids: List[int]) -> None:
         super().__init__(tensors)
         self.epoch = epoch
         self.step = step
@@ -87,7 +91,7 @@ class TensorBatch(dict):
         self.skipped_ids = skipped_ids
 
     @property
-    def position(self):
+    def position(self) -> Tuple[int, int]:
         """The (epoch, step) of this batch."""
         return (self.epoch, self.step)
 
@@ -97,7 +101,7 @@ class TensorBatch(dict):
 _quiet = False
 
 
-def _from_numpy(arrays):
+def _from_numpy(arrays: Batch) -> Dict[str, torch.Tensor]:
     """{name: torch.from_numpy(array)} for a batch's read-only arrays.
 
     They view the received message, which is read-only to numpy but belongs
@@ -118,7 +122,9 @@ def _from_numpy(arrays):
     return tensors
 
 
-def distributed_context(rank=None, world_size=None, job_id=None):
+def distributed_context(
+        rank: Optional[int] = None, world_size: Optional[int] = None,
+        job_id: Optional[str] = None) -> Tuple[int, int, str]:
     """(rank, world_size, job_id): the arguments given, else what
     torch.distributed or the torchrun environment says."""
     if rank is None or world_size is None:
@@ -135,7 +141,8 @@ def distributed_context(rank=None, world_size=None, job_id=None):
     return rank, world_size, job_id
 
 
-def resolve_device(device):
+def resolve_device(
+        device: Union[None, str, torch.device]) -> torch.device:
     """torch.device for `device`; 'cuda' without an index is the GPU of
     LOCAL_RANK, or the current one."""
     if device is None:
@@ -168,12 +175,18 @@ class Loader:
     until the next batch, instead of copies (see the module comment).
     """
 
-    def __init__(self, address, dataset, pipeline, batch_size, seed=0,
-                 epochs=None, rank=None, world_size=None, job_id=None,
-                 drop_last=False, transport="auto", prefetch=0, start=(0, 0),
-                 reconnect_timeout=30.0, device=None, hold=1,
-                 zero_copy=False, share=False, weight=1.0, open_timeout=30.0):
-        self._stream = None  # For __del__ if checks below fail.
+    def __init__(self, address: Union[str, Client], dataset: str,
+                 pipeline: str, batch_size: int, seed: int = 0,
+                 epochs: Optional[int] = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None,
+                 job_id: Optional[str] = None, drop_last: bool = False,
+                 transport: str = "auto", prefetch: int = 0,
+                 start: Tuple[int, int] = (0, 0),
+                 reconnect_timeout: float = 30.0,
+                 device: Union[None, str, torch.device] = None,
+                 hold: int = 1, zero_copy: bool = False, share: bool = False,
+                 weight: float = 1.0, open_timeout: float = 30.0) -> None:
+        self._stream: Optional[Stream] = None  # For __del__ if checks fail.
         context = distributed_context(rank, world_size, job_id)
         # Checks the arguments now, as the stream would; the streams get
         # this request whole.
@@ -190,52 +203,54 @@ class Loader:
         self._device = resolve_device(device)
         self._client = address if isinstance(address, Client) else Client(
             address, connect_timeout=reconnect_timeout)
-        self._num_samples = None  # From the daemon, when first needed.
-        self._steps = None
-        self._saved_num_samples = None  # From load_state_dict, to check.
+        # From the daemon, when first needed.
+        self._num_samples: Optional[int] = None
+        self._steps: Optional[int] = None
+        # From load_state_dict, to check.
+        self._saved_num_samples: Optional[int] = None
         self._generation = 0
 
     # What the loader is.
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return self._request.rank
 
     @property
-    def world_size(self):
+    def world_size(self) -> int:
         return self._request.world_size
 
     @property
-    def job_id(self):
+    def job_id(self) -> str:
         return self._request.job_id
 
     @property
-    def device(self):
+    def device(self) -> torch.device:
         return self._device
 
     @property
-    def position(self):
+    def position(self) -> Position:
         """The cursor: (epoch, step) of the next batch."""
         return self._position
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         return self._position.epoch
 
     @property
-    def stream(self):
+    def stream(self) -> Optional[Stream]:
         """The open stoker.Stream, or None between streams."""
         return self._stream
 
     @property
-    def transport(self):
+    def transport(self) -> Optional[str]:
         return self._stream.transport if self._stream is not None else None
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches per epoch for this rank."""
         return self._steps_per_epoch()
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Moves the cursor to the start of `epoch`, unless it is already in
         that epoch."""
         if epoch != self._position.epoch:
@@ -243,11 +258,11 @@ class Loader:
 
     # Iteration.
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TensorBatch]:
         self._generation += 1
         return self._run_epoch(self._generation)
 
-    def _run_epoch(self, generation):
+    def _run_epoch(self, generation: int) -> Iterator[TensorBatch]:
         stream = self._stream_at_cursor()
         if stream is None:
             return
@@ -264,14 +279,14 @@ class Loader:
                 return
             self._position = stream.position
             try:
-                yield self._to_torch(batch)
+                yield self._to_torch(batch, stream)
             finally:
                 # Over shm with zero_copy the tensors view the batch's
                 # slot: it goes back to the daemon when the next batch is
                 # asked for or the loop ends (else it is released already).
                 batch.release()
 
-    def _stream_at_cursor(self):
+    def _stream_at_cursor(self) -> Optional[Stream]:
         # A cursor past an epoch's last step (a rank with one step fewer)
         # moves on to the next epoch. Only a cursor past step 0 needs the
         # count first; otherwise the stream's header brings the dataset's
@@ -309,18 +324,18 @@ class Loader:
                 self._steps = header_steps
         return self._stream
 
-    def _to_torch(self, batch):
+    def _to_torch(self, batch: Batch, stream: Stream) -> TensorBatch:
         tensors = _from_numpy(batch)
         if self._device.type == "cuda":
             tensors = {name: self._to_device(t) for name, t in tensors.items()}
             batch.release()  # Copied out (synchronously, to pinned memory).
-        elif self.stream.transport == "shm" and not self._zero_copy:
+        elif stream.transport == "shm" and not self._zero_copy:
             tensors = {name: t.clone() for name, t in tensors.items()}
             batch.release()
         return TensorBatch(tensors, batch.epoch, batch.step, batch.sample_ids,
                            batch.skipped_ids)
 
-    def _to_device(self, tensor):
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         pinned = torch.empty(tensor.shape, dtype=tensor.dtype,
                              pin_memory=True)
         pinned.copy_(tensor)
@@ -328,7 +343,7 @@ class Loader:
 
     # The dataset's size, for len() and the tail rule.
 
-    def _steps_per_epoch(self):
+    def _steps_per_epoch(self) -> int:
         if self._steps is None:
             r = self._request
             self._steps = sampling.steps_per_epoch(
@@ -336,14 +351,14 @@ class Loader:
                 r.drop_last)
         return self._steps
 
-    def _dataset_size(self):
+    def _dataset_size(self) -> int:
         if self._num_samples is None:
             self._num_samples = self._client.dataset(
                 self._request.dataset).num_samples
         self._check_saved_size()
         return self._num_samples
 
-    def _check_saved_size(self):
+    def _check_saved_size(self) -> None:
         saved = self._saved_num_samples
         if saved is not None and self._num_samples is not None:
             self._saved_num_samples = None
@@ -355,7 +370,7 @@ class Loader:
 
     # Resume.
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The cursor and the request fields a resume must match."""
         r = self._request
         state = {"version": STATE_VERSION,
@@ -366,7 +381,7 @@ class Loader:
         state.update({k: getattr(r, k) for k in MUST_MATCH})
         return state
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Moves the cursor to a saved position; ValueError if the state is
         from another stream."""
         if (not isinstance(state, collections.abc.Mapping) or
@@ -395,29 +410,29 @@ class Loader:
 
     # Closing.
 
-    def _close_stream(self):
+    def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
             stream.close()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the stream; the loader reopens one if iterated again."""
         self._close_stream()
 
-    def __enter__(self):
+    def __enter__(self) -> "Loader":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "_stream", None) is not None:
             try:
                 self._close_stream()
             except Exception:  # E.g. at interpreter exit.
                 pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         r = self._request
         return (f"stoker.torch.Loader({self._client.address!r}, "
                 f"dataset={r.dataset!r}, pipeline={r.pipeline!r}, "
