@@ -25,9 +25,10 @@ Resume. ``state_dict()`` is the cursor plus the request fields that decide
 which samples a position holds (dataset, pipeline, seed, batch_size,
 world_size, drop_last, and the dataset's size); ``load_state_dict()`` refuses
 a state whose fields differ (ValueError naming them) and moves the cursor.
-A state saved by one rank can be loaded by every rank of the job: positions
-are global steps, and a rank that has one step fewer in that epoch moves on
-to the next epoch. The daemon may have restarted in between: batches depend
+A state saved by rank 0 can be loaded by every rank of the job: positions
+are global steps, and on a rank that has one step fewer in that epoch the
+first ``for`` after loading yields nothing and moves the cursor to the next
+epoch, so that its epochs stay in step with the other ranks'. The daemon may have restarted in between: batches depend
 only on the request and the position.
 
 DDP. rank and world_size come from torch.distributed when it is
@@ -287,14 +288,20 @@ class Loader:
                 batch.release()
 
     def _stream_at_cursor(self) -> Optional[Stream]:
-        # A cursor past an epoch's last step (a rank with one step fewer)
-        # moves on to the next epoch. Only a cursor past step 0 needs the
-        # count first; otherwise the stream's header brings the dataset's
-        # size, which saves the trainer a call before its first batch.
+        """The stream at the cursor, or None when this `for` has nothing
+        to yield."""
+        # A cursor past its epoch's last step (a rank with one step fewer
+        # there, resumed from rank 0's state) has nothing left of that
+        # epoch: this `for` yields nothing and leaves the cursor at the
+        # next epoch's start, so that the next `for` is the next epoch, as
+        # on the other ranks. Only a cursor past step 0 needs the count
+        # first; otherwise the stream's header brings the dataset's size,
+        # which saves the trainer a call before its first batch.
         if self._position.step > 0:
             steps = self._steps_per_epoch()
             if 0 < steps <= self._position.step:
                 self._position = Position(self._position.epoch + 1, 0)
+                return None
         if self._epochs is not None and self._position.epoch >= self._epochs:
             self._close_stream()
             return None
