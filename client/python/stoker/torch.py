@@ -22,14 +22,31 @@ Between epochs the Loader keeps its stream open, so the daemon prepares the
 next epoch's first batches while the last ones of this epoch are used.
 
 Resume. ``state_dict()`` is the cursor plus the request fields that decide
-which samples a position holds (dataset, pipeline, seed, batch_size,
-world_size, drop_last, and the dataset's size); ``load_state_dict()`` refuses
-a state whose fields differ (ValueError naming them) and moves the cursor.
-A state saved by rank 0 can be loaded by every rank of the job: positions
-are global steps, and on a rank that has one step fewer in that epoch the
-first ``for`` after loading yields nothing and moves the cursor to the next
-epoch, so that its epochs stay in step with the other ranks'. The daemon may have restarted in between: batches depend
-only on the request and the position.
+which samples a position holds (dataset, pipeline, seed, drop_last, and the
+dataset's size) and the layout it was saved with (world_size, batch_size and
+their product, the global batch); ``load_state_dict()`` refuses a state
+whose fields differ (ValueError naming them) and moves the cursor. A state
+saved by rank 0 can be loaded by every rank of the job: positions are
+global steps, and on a rank that has one step fewer in that epoch the first
+``for`` after loading yields nothing and moves the cursor to the next epoch,
+so that its epochs stay in step with the other ranks'. The daemon may have
+restarted in between: batches depend only on the request and the position.
+
+Resume on another number of ranks. Global step s covers the same entries
+of the epoch's permutation whatever the world size, as long as the global
+batch (world_size * batch_size) is the same; only how a step is split among
+the ranks differs, the final partial step's too (see stoker.sampling). So a
+state saved with world size W and batch size B loads into Loaders with W'
+and B' where W' * B' = W * B at the same position, and the new ranks
+together receive every remaining sample of the epoch exactly once. With
+another global batch the position is converted where that is exact: where
+the saved step begins at a sample at which a step of the new global batch
+begins (always at the start of an epoch); with drop_last the samples left
+out of that epoch are then the new layout's tail. Anywhere else
+load_state_dict raises ValueError saying why and what to do. The resumed
+run is a new job plan on the daemon: its job_id must differ from that of a
+run whose streams are still open (torchrun gives each run with --standalone,
+or with its own --rdzv_id, its own TORCHELASTIC_RUN_ID).
 
 DDP. rank and world_size come from torch.distributed when it is
 initialized, else from the RANK and WORLD_SIZE environment variables (as
@@ -68,14 +85,16 @@ import torch
 from . import sampling
 from .batch import Batch
 from .client import Client
-from .request import Position, StreamRequest
+from .request import Position, StreamRequest, check_int
 from .stream import Stream
 from .transports import candidates
 
 STATE_VERSION = 1
-# Request fields that decide which samples a position holds.
-MUST_MATCH = ("dataset", "pipeline", "seed", "batch_size", "world_size",
-              "drop_last")
+# Request fields that decide which samples a position holds, whatever the
+# layout.
+MUST_MATCH = ("dataset", "pipeline", "seed", "drop_last")
+# The layout: a resume may change it (see the module comment).
+LAYOUT = ("world_size", "batch_size")
 
 
 class TensorBatch(Dict[str, torch.Tensor]):
@@ -291,12 +310,13 @@ class Loader:
         """The stream at the cursor, or None when this `for` has nothing
         to yield."""
         # A cursor past its epoch's last step (a rank with one step fewer
-        # there, resumed from rank 0's state) has nothing left of that
-        # epoch: this `for` yields nothing and leaves the cursor at the
-        # next epoch's start, so that the next `for` is the next epoch, as
-        # on the other ranks. Only a cursor past step 0 needs the count
-        # first; otherwise the stream's header brings the dataset's size,
-        # which saves the trainer a call before its first batch.
+        # there, resumed from rank 0's state or on another layout) has
+        # nothing left of that epoch: this `for` yields nothing and leaves
+        # the cursor at the next epoch's start, so that the next `for` is
+        # the next epoch, as on the other ranks. Only a cursor past step 0
+        # needs the count first; otherwise the stream's header brings the
+        # dataset's size, which saves the trainer a call before its first
+        # batch.
         if self._position.step > 0:
             steps = self._steps_per_epoch()
             if 0 < steps <= self._position.step:
@@ -378,25 +398,29 @@ class Loader:
     # Resume.
 
     def state_dict(self) -> Dict[str, Any]:
-        """The cursor and the request fields a resume must match."""
+        """The cursor, the request fields a resume must match, and the
+        layout (world_size, batch_size, global_batch) it was saved with."""
         r = self._request
         state = {"version": STATE_VERSION,
                  "position": {"epoch": self._position.epoch,
                               "step": self._position.step},
                  "rank": r.rank,
-                 "num_samples": self._num_samples}
-        state.update({k: getattr(r, k) for k in MUST_MATCH})
+                 "num_samples": self._num_samples,
+                 "global_batch": r.world_size * r.batch_size}
+        state.update({k: getattr(r, k) for k in MUST_MATCH + LAYOUT})
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Moves the cursor to a saved position; ValueError if the state is
-        from another stream."""
+        """Moves the cursor to a saved position, converted to this Loader's
+        layout (see the module comment); ValueError if the state is from
+        another stream, or if its position has no exact equivalent here."""
         if (not isinstance(state, collections.abc.Mapping) or
                 state.get("version") != STATE_VERSION):
             raise ValueError(f"not a stoker.torch.Loader state_dict of "
                              f"version {STATE_VERSION}: {state!r}")
         r = self._request
-        missing = [k for k in MUST_MATCH + ("position",) if k not in state]
+        missing = [k for k in MUST_MATCH + LAYOUT + ("position",)
+                   if k not in state]
         if missing:
             raise ValueError(f"the state_dict lacks {', '.join(missing)}")
         differ = [f"{k} {state[k]!r} in the state, {getattr(r, k)!r} here"
@@ -405,15 +429,51 @@ class Loader:
             raise ValueError(
                 "cannot resume: the state_dict is from a different stream ("
                 + "; ".join(differ) + "). A Loader resumes only the stream it "
-                "was saved from: same dataset, pipeline, seed, batch_size, "
-                "world_size and drop_last.")
+                "was saved from: same dataset, pipeline, seed and drop_last "
+                "(world_size and batch_size may change).")
+        world = check_int("the state's world_size", state["world_size"],
+                          (1 << 32) - 1)
+        batch = check_int("the state's batch_size", state["batch_size"],
+                          (1 << 32) - 1)
+        saved = state.get("global_batch", world * batch)
+        if saved != world * batch or saved < 1:
+            raise ValueError(
+                f"the state_dict is inconsistent: global_batch {saved!r}, "
+                f"world_size {world} x batch_size {batch}")
         position = state["position"]
         if isinstance(position, collections.abc.Mapping):
             position = (position.get("epoch"), position.get("step"))
-        self._position = Position.of(position)
+        epoch, step = Position.of(position)
+        here = r.world_size * r.batch_size
+        resumed = sampling.resume_step(step, saved, here)
+        if resumed is None:
+            raise ValueError(self._no_resume_step(epoch, step, world, batch))
+        self._position = Position(epoch, resumed)
         self._saved_num_samples = state.get("num_samples")
         self._check_saved_size()
         self._generation += 1
+
+    def _no_resume_step(self, epoch: int, step: int, world: int,
+                        batch: int) -> str:
+        """Why a state saved at (epoch, step) with `world` ranks of `batch`
+        cannot resume here, and what to do."""
+        r = self._request
+        saved, here = world * batch, r.world_size * r.batch_size
+        keep = (f", e.g. batch_size {saved // r.world_size} with world_size "
+                f"{r.world_size}" if saved % r.world_size == 0 else "")
+        return (
+            f"cannot resume epoch {epoch} at step {step} with a global batch "
+            f"of {here} (world_size {r.world_size} x batch_size "
+            f"{r.batch_size}): the state was saved with a global batch of "
+            f"{saved} (world_size {world} x batch_size {batch}), so the rest "
+            f"of the epoch begins at sample {step * saved} of the epoch's "
+            f"order, and no step of {here} begins there (steps of {here} "
+            f"begin at its multiples); every position here would repeat or "
+            f"skip samples. Keep the global batch (world_size x batch_size "
+            f"= {saved}{keep}), or resume from a state saved at the start of "
+            f"an epoch or at a step whose first sample is a multiple of "
+            f"{here}, or call set_epoch({epoch + 1}) instead of "
+            f"load_state_dict to skip the rest of epoch {epoch}.")
 
     # Closing.
 
