@@ -44,7 +44,8 @@ def test_pip_installs_the_package_without_a_compiler(tmp_path):
     source = tmp_path / "src"
     shutil.copytree(PYTHON_CLIENT, source,
                     ignore=shutil.ignore_patterns("__pycache__", "build",
-                                                  "*.egg-info"))
+                                                  "*.egg-info",
+                                                  ".mypy_cache"))
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--system-site-packages", venv])
     python = venv / "bin" / "python"

@@ -10,13 +10,15 @@ For PyTorch, ``stoker.torch.Loader`` yields dicts of tensors, is DDP-aware and
 has ``state_dict()``. See client/python/README.md.
 """
 from .batch import Batch
-from .client import Client, DatasetInfo, PipelineInfo, TensorSpec
+from .client import Client
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss,
                      DeadlineExceeded, FailedPrecondition, Internal,
                      InvalidArgument, NotFound, OutOfRange, PermissionDenied,
                      ResourceExhausted, StokerError, Unauthenticated,
                      Unavailable, Unimplemented, Unknown)
-from .stream import Position, Stream, StreamInfo
+from .info import DatasetInfo, PipelineInfo, StreamInfo, TensorSpec
+from .request import Position, StreamRequest
+from .stream import Stream
 
 __version__ = "0.1.0"
 
@@ -25,6 +27,6 @@ __all__ = [
     "DatasetInfo", "DeadlineExceeded", "FailedPrecondition", "Internal",
     "InvalidArgument", "NotFound", "OutOfRange", "PermissionDenied",
     "PipelineInfo", "Position", "ResourceExhausted", "StokerError", "Stream",
-    "StreamInfo", "TensorSpec", "Unauthenticated", "Unavailable",
-    "Unimplemented", "Unknown",
+    "StreamInfo", "StreamRequest", "TensorSpec", "Unauthenticated",
+    "Unavailable", "Unimplemented", "Unknown",
 ]

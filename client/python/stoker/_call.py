@@ -8,6 +8,7 @@ of the call, or read by the consumer itself; see Call.
 import queue
 import socket
 import threading
+from typing import Any, Iterator, Optional, Protocol, Tuple
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -15,6 +16,27 @@ from google.protobuf.message import DecodeError
 from . import errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._wire import Response
+
+
+class Connection(Protocol):
+    """What a stream needs of its connection to the daemon; stoker.Client
+    is one."""
+
+    @property
+    def address(self) -> str:
+        """Where the daemon is: ``unix:PATH`` or ``HOST:PORT``."""
+
+    def wait_ready(self, deadline: float) -> None:
+        """Waits until connected; Unavailable at the monotonic deadline."""
+
+    def open_call(self, requests: Iterator[pb.StreamRequest]) -> Any:
+        """Starts a Stream call that sends `requests`; returns gRPC's
+        call (an iterator of responses with cancel())."""
+
+
+# What the reader thread hands over: (response, None), or (None, how the
+# call ended: StopIteration, grpc.RpcError or a StokerError).
+_Read = Tuple[Optional[Response], Optional[BaseException]]
 
 
 class Call:
@@ -33,19 +55,21 @@ class Call:
     the trainer, so such a call is read on the consumer's thread.
     """
 
-    def __init__(self, client, first_request, read_ahead=True):
-        self._requests = queue.SimpleQueue()
-        self._responses = queue.SimpleQueue()
+    def __init__(self, client: Connection, first_request: pb.StreamRequest,
+                 read_ahead: bool = True) -> None:
+        self._requests: "queue.SimpleQueue[Optional[pb.StreamRequest]]" = \
+            queue.SimpleQueue()
+        self._responses: "queue.SimpleQueue[_Read]" = queue.SimpleQueue()
         self._closed = False
         self._rpc = client.open_call(self._drain(first_request))
-        self._reader = None
+        self._reader: Optional[threading.Thread] = None
         if read_ahead:
             self._reader = threading.Thread(target=self._read_ahead,
                                             name="stoker-stream-reader",
                                             daemon=True)
             self._reader.start()
 
-    def _drain(self, first):
+    def _drain(self, first: pb.StreamRequest) -> Iterator[pb.StreamRequest]:
         yield first
         while True:
             request = self._requests.get()
@@ -53,7 +77,8 @@ class Call:
                 return
             yield request
 
-    def _read_ahead(self):
+    def _read_ahead(self) -> None:
+        end: BaseException
         try:
             for response in self._rpc:
                 self._responses.put((response, None))
@@ -64,22 +89,22 @@ class Call:
             end = errors.Internal(f"reading the stream failed: {e!r}")
         self._responses.put((None, end))
 
-    def read(self, timeout=None):
+    def read(self, timeout: Optional[float] = None) -> Response:
         """The next parsed response; StopIteration at the end (status OK);
         grpc.RpcError for any other status; queue.Empty after `timeout`
         seconds without one (`timeout` only with read-ahead)."""
         if self._reader is None:
-            return next(self._rpc)
+            return next(self._rpc)  # type: ignore[no-any-return]
         response, end = self._responses.get(timeout=timeout)
         if end is not None:
             self._responses.put((None, end))  # Every later read ends too.
             raise end
-        return response
+        return response  # type: ignore[return-value]
 
-    def send(self, request):
+    def send(self, request: pb.StreamRequest) -> None:
         self._requests.put(request)
 
-    def close(self):
+    def close(self) -> None:
         """Half-closes and cancels. Idempotent; safe from any thread. Also
         ends the generator that gRPC's sending thread waits on, and so the
         reader."""
@@ -104,7 +129,8 @@ class NoticeCall:
 
     MAX_FRAME = 1 << 20
 
-    def __init__(self, call, sock, path=""):
+    def __init__(self, call: Call, sock: socket.socket,
+                 path: str = "") -> None:
         self._call = call
         self._sock = sock
         self._path = path
@@ -115,7 +141,7 @@ class NoticeCall:
         self._ended = False
 
     @classmethod
-    def connect(cls, call, notices):
+    def connect(cls, call: Call, notices: pb.NoticeSocket) -> "NoticeCall":
         """Connects to the daemon's notice socket with the header's token.
         FailedPrecondition if it cannot be reached, PermissionDenied if the
         daemon refuses the token."""
@@ -138,7 +164,7 @@ class NoticeCall:
                 f"{notices.path}")
         return cls(call, sock, notices.path)
 
-    def read(self, timeout=None):
+    def read(self, timeout: Optional[float] = None) -> Response:
         if not self._ended:
             frame = self._next_frame()
             if frame is not None:
@@ -159,7 +185,7 @@ class NoticeCall:
             "stream with a notice socket" if response.batch is not None
             else "the daemon sent a second stream header")
 
-    def _next_frame(self):
+    def _next_frame(self) -> Optional[bytes]:
         """The bytes of the next frame, or None at the end of the socket."""
         buffer = self._buffer
         while True:
@@ -189,7 +215,7 @@ class NoticeCall:
             self._end += got
 
     @staticmethod
-    def _parse(frame):
+    def _parse(frame: bytes) -> Response:
         try:
             message = pb.StreamResponse.FromString(frame)
         except DecodeError as e:
@@ -200,7 +226,7 @@ class NoticeCall:
                                   "on the notice socket")
         return Response(batch=message.batch, raw=frame)
 
-    def send(self, request):
+    def send(self, request: pb.StreamRequest) -> None:
         body = request.SerializeToString()
         frame = len(body).to_bytes(4, "little") + body
         try:
@@ -209,7 +235,7 @@ class NoticeCall:
         except OSError:
             pass  # The stream ended; reading says how.
 
-    def close(self):
+    def close(self) -> None:
         """Wakes a read waiting on the socket and cancels the call.
         Idempotent; safe from any thread."""
         try:

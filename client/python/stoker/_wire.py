@@ -13,6 +13,8 @@ A message without payload (an shm batch: slot and layout, a few hundred
 bytes; or the header) has nothing to leave in place, and protobuf parses it
 whole several times faster than the walk in Python, so it is parsed whole.
 """
+from typing import Iterator, List, Optional, Tuple
+
 from ._proto.stoker.v1 import stoker_pb2 as pb
 
 _RESPONSE_HEADER = 1
@@ -28,8 +30,9 @@ class Response:
 
     __slots__ = ("header", "batch", "raw", "payload_offset", "payload_length")
 
-    def __init__(self, header=None, batch=None, raw=b"", payload_offset=0,
-                 payload_length=0):
+    def __init__(self, header: Optional[pb.StreamHeader] = None,
+                 batch: Optional[pb.Batch] = None, raw: bytes = b"",
+                 payload_offset: int = 0, payload_length: int = 0) -> None:
         self.header = header
         self.batch = batch
         self.raw = raw
@@ -41,7 +44,7 @@ class WireError(ValueError):
     pass
 
 
-def _varint(buf, pos, end):
+def _varint(buf: bytes, pos: int, end: int) -> Tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= end or shift > 63:
@@ -54,7 +57,8 @@ def _varint(buf, pos, end):
         shift += 7
 
 
-def _fields(buf, pos, end):
+def _fields(buf: bytes, pos: int,
+            end: int) -> Iterator[Tuple[int, int, int, int, int]]:
     """Yields (field number, wire type, field start, value start, value end)
     for each field in buf[pos:end]; for varints and fixed values the value
     span is the encoded value."""
@@ -79,9 +83,10 @@ def _fields(buf, pos, end):
         pos = stop
 
 
-def _parse_batch(raw, pos, end):
+def _parse_batch(raw: bytes, pos: int,
+                 end: int) -> Tuple[pb.Batch, Tuple[int, int]]:
     """The Batch in raw[pos:end] without its payload, and the payload span."""
-    meta = []  # Spans of every field but the payload, in order.
+    meta: List[Tuple[int, int]] = []  # Spans of every field but the payload, in order.
     payload = (0, 0)
     for number, wire, start, value, stop in _fields(raw, pos, end):
         if number == _BATCH_PAYLOAD and wire == _LEN:
@@ -100,7 +105,7 @@ def _parse_batch(raw, pos, end):
 _SMALL = 4096
 
 
-def parse_response(raw):
+def parse_response(raw: bytes) -> Response:
     """Deserializer for the Stream call: bytes -> Response."""
     end = len(raw)
     if end <= _SMALL:

@@ -1,8 +1,13 @@
 """Batch: one step's tensors, by name, with where they came from."""
-import collections.abc
+import weakref
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
 
 
-class Batch(collections.abc.Mapping):
+class Batch(Mapping[str, Array]):
     """A read-only mapping of tensor name to numpy array, batch dimension
     first: ``batch["image"]``, ``batch["label"]``.
 
@@ -31,8 +36,10 @@ class Batch(collections.abc.Mapping):
     __slots__ = ("_arrays", "epoch", "step", "sample_ids", "skipped_ids",
                  "shared", "_release", "__weakref__")
 
-    def __init__(self, arrays, epoch, step, sample_ids, skipped_ids,
-                 release=None, shared=False):
+    def __init__(self, arrays: Dict[str, Array], epoch: int, step: int,
+                 sample_ids: List[int], skipped_ids: List[int],
+                 release: Optional[weakref.finalize] = None,
+                 shared: bool = False) -> None:
         self._arrays = arrays
         self._release = release  # A weakref.finalize, for shm.
         self.epoch = epoch
@@ -41,16 +48,16 @@ class Batch(collections.abc.Mapping):
         self.skipped_ids = skipped_ids
         self.shared = shared
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Array:
         return self._arrays[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._arrays)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._arrays)
 
-    def release(self):
+    def release(self) -> None:
         """Hands the batch's shm slot back to the daemon (acknowledges the
         batch). Idempotent; safe from any thread."""
         release = self._release
@@ -58,26 +65,26 @@ class Batch(collections.abc.Mapping):
             release()
 
     @property
-    def released(self):
+    def released(self) -> bool:
         """True once an shm batch was released; always False otherwise."""
         return self._release is not None and not self._release.alive
 
-    def __enter__(self):
+    def __enter__(self) -> "Batch":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     @property
-    def nbytes(self):
-        return sum(a.nbytes for a in self._arrays.values())
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self._arrays.values())
 
     @property
-    def position(self):
+    def position(self) -> Tuple[int, int]:
         """The (epoch, step) of this batch."""
         return (self.epoch, self.step)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tensors = ", ".join(f"{k}: {v.dtype}{list(v.shape)}"
                             for k, v in self._arrays.items())
         return (f"Batch(epoch={self.epoch}, step={self.step}, "

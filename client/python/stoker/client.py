@@ -1,15 +1,16 @@
 """Client: a connection to one stokerd, and what its config offers."""
 import time
-from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import grpc
-import numpy as np
 
-from . import errors, transports
+from . import errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._proto.stoker.v1 import stoker_pb2_grpc as pb_grpc
 from ._wire import parse_response
+from .info import DatasetInfo, PipelineInfo, TensorSpec
+from .request import StreamRequest
+from .stream import Stream
 
 _STREAM_METHOD = "/{}/{}".format(
     pb.DESCRIPTOR.services_by_name["Stoker"].full_name,
@@ -24,32 +25,7 @@ _CHANNEL_OPTIONS = (
 )
 
 
-@dataclass(frozen=True)
-class TensorSpec:
-    """A per-sample output of a pipeline (shape without the batch dim)."""
-    name: str
-    dtype: np.dtype
-    shape: Tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    name: str
-    num_samples: int
-    num_shards: int
-    bytes: int
-    classes: Tuple[str, ...]
-    fields: Tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PipelineInfo:
-    name: str
-    ops: Tuple[str, ...]
-    outputs: Tuple[TensorSpec, ...]
-
-
-def _read_pem(what, path):
+def _read_pem(what: str, path: Optional[str]) -> Optional[bytes]:
     """The bytes of the PEM file at `path`, or None for no path."""
     if not path:
         return None
@@ -63,11 +39,6 @@ def _read_pem(what, path):
         raise ValueError(f"the TLS {what} '{path}' is not a PEM file "
                          f"(no -----BEGIN)")
     return data
-
-
-def tensor_spec(proto):
-    return TensorSpec(proto.name, transports.dtype_of(proto.dtype),
-                      tuple(proto.shape))
 
 
 class Client:
@@ -87,15 +58,17 @@ class Client:
     cannot be read raises ValueError naming it.
     """
 
-    def __init__(self, address, *, connect_timeout=30.0, tls=False,
-                 tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None):
+    def __init__(self, address: str, *, connect_timeout: float = 30.0,
+                 tls: bool = False, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None,
+                 tls_server_name: Optional[str] = None) -> None:
         if not isinstance(address, str) or not address:
             raise ValueError(f"address must be 'unix:PATH' or 'HOST:PORT', "
                              f"got {address!r}")
         self.address = address
         self.connect_timeout = float(connect_timeout)
-        options = list(_CHANNEL_OPTIONS)
+        options: List[Tuple[str, Any]] = list(_CHANNEL_OPTIONS)
         if tls or tls_ca or tls_cert or tls_key or tls_server_name:
             if bool(tls_cert) != bool(tls_key):
                 raise ValueError("tls_cert and tls_key go together; got only "
@@ -117,7 +90,7 @@ class Client:
             request_serializer=pb.StreamRequest.SerializeToString,
             response_deserializer=parse_response)
 
-    def datasets(self):
+    def datasets(self) -> List[DatasetInfo]:
         """The datasets in the daemon's config: a list of DatasetInfo."""
         response = self._unary(self._stub.ListDatasets,
                                pb.ListDatasetsRequest())
@@ -125,7 +98,7 @@ class Client:
                             tuple(d.classes), tuple(d.fields))
                 for d in response.datasets]
 
-    def dataset(self, name):
+    def dataset(self, name: str) -> DatasetInfo:
         """The DatasetInfo of `name`; NotFound if the config has none."""
         found = [d for d in self.datasets() if d.name == name]
         if not found:
@@ -133,19 +106,25 @@ class Client:
                                   f"stokerd at {self.address}")
         return found[0]
 
-    def pipelines(self):
+    def pipelines(self) -> List[PipelineInfo]:
         """The pipelines in the daemon's config: a list of PipelineInfo."""
         response = self._unary(self._stub.ListPipelines,
                                pb.ListPipelinesRequest())
         return [PipelineInfo(p.name, tuple(p.ops),
-                             tuple(tensor_spec(o) for o in p.outputs))
+                             tuple(TensorSpec.from_proto(o) for o in p.outputs))
                 for p in response.pipelines]
 
-    def stream(self, dataset, pipeline, batch_size, seed=0, epochs=1, rank=0,
-               world_size=1, job_id="", drop_last=False, transport="auto",
-               prefetch=0, start=(0, 0), reconnect_timeout=30.0, hold=1,
-               share=False, weight=1.0, open_timeout=30.0):
-        """Opens a stream of batches; see stoker.Stream. Raises at once if
+    def stream(self, dataset: str, pipeline: str, batch_size: int,
+               seed: int = 0, epochs: int = 1, rank: int = 0,
+               world_size: int = 1, job_id: str = "",
+               drop_last: bool = False, transport: str = "auto",
+               prefetch: int = 0, start: Tuple[int, int] = (0, 0),
+               reconnect_timeout: float = 30.0, hold: int = 1,
+               share: bool = False, weight: float = 1.0,
+               open_timeout: float = 30.0) -> Stream:
+        """Opens a stream of batches; see stoker.Stream. The parameters
+        but `transport`, `start` and `reconnect_timeout` are the fields of
+        the stream's stoker.StreamRequest. Raises at once if
         the daemon refuses the request (NotFound, InvalidArgument, ...) or
         cannot be reached within `reconnect_timeout` seconds (Unavailable).
         `hold` (shm only) is how many batches you keep unreleased beyond
@@ -157,16 +136,11 @@ class Client:
         how long the daemon may hold the open waiting for memory budget or
         this rank's previous stream.
         """
-        from .stream import Stream, StreamRequest
-        request = StreamRequest(
-            dataset=dataset, pipeline=pipeline, batch_size=batch_size,
-            seed=seed, epochs=epochs, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold,
-            share=share, weight=weight, open_timeout=open_timeout)
+        request = StreamRequest.from_arguments(locals())
         return Stream(self, request, transport=transport, start=start,
                       reconnect_timeout=reconnect_timeout)
 
-    def close(self):
+    def close(self) -> None:
         """Closes the channel; streams of this client end."""
         # grpcio's connectivity poller (started by channel_ready_future in
         # wait_ready) runs up to 0.2 s after the wait ends, and raises in its
@@ -181,18 +155,18 @@ class Client:
             time.sleep(0.05)
         self._channel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"stoker.Client({self.address!r})"
 
     # Internal, for Stream.
 
-    def wait_ready(self, deadline):
+    def wait_ready(self, deadline: float) -> None:
         """Waits until the channel is connected, or raises Unavailable at the
         monotonic `deadline`."""
         ready = grpc.channel_ready_future(self._channel)
@@ -202,11 +176,11 @@ class Client:
             ready.cancel()
             raise errors.Unavailable("no connection") from None
 
-    def open_call(self, requests):
+    def open_call(self, requests: Iterator[pb.StreamRequest]) -> Any:
         """Starts a Stream call that sends `requests` (an iterator)."""
         return self._stream_method(requests)
 
-    def _unary(self, method, request):
+    def _unary(self, method: Any, request: Any) -> Any:
         deadline = time.monotonic() + self.connect_timeout
         try:
             self.wait_ready(deadline)

@@ -7,6 +7,8 @@ daemon that does not come back raises Unavailable). Arguments that are wrong
 before anything is sent (an unknown transport name, a negative batch size)
 raise ValueError instead.
 """
+from typing import Any, Dict, Optional, Type
+
 import grpc
 
 
@@ -14,9 +16,9 @@ class StokerError(Exception):
     """A call to stokerd failed. ``code`` is the grpc.StatusCode, ``message``
     the daemon's (or the client's) text."""
 
-    code = grpc.StatusCode.UNKNOWN
+    code: Any = grpc.StatusCode.UNKNOWN  # grpc ships no type information.
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str, code: Optional[Any] = None) -> None:
         if code is not None:
             self.code = code
         self.message = message
@@ -87,19 +89,19 @@ class Unauthenticated(StokerError):
     code = grpc.StatusCode.UNAUTHENTICATED
 
 
-_BY_CODE = {cls.code: cls for cls in (
+_BY_CODE: Dict[Any, Type[StokerError]] = {cls.code: cls for cls in (
     Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound,
     AlreadyExists, PermissionDenied, ResourceExhausted, FailedPrecondition,
     Aborted, OutOfRange, Unimplemented, Internal, Unavailable, DataLoss,
     Unauthenticated)}
 
 
-def from_code(code, message):
+def from_code(code: Any, message: str) -> StokerError:
     """The exception for a grpc.StatusCode and a message."""
     return _BY_CODE.get(code, Unknown)(message, code=code)
 
 
-def from_rpc_error(error):
+def from_rpc_error(error: Exception) -> StokerError:
     """The exception for a grpc.RpcError raised by a call."""
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else None

@@ -23,80 +23,22 @@ position, so the user sees every batch once, in order. After
 """
 import collections
 import gc
-import numbers
 import time
 import weakref
-from collections import namedtuple
-from dataclasses import dataclass
-from typing import Tuple
+from typing import Deque, List, Optional, Tuple, Union
 
 import grpc
 
 from . import errors, transports
 from ._proto.stoker.v1 import stoker_pb2 as pb
-from ._call import Call, NoticeCall
+from ._call import Call, Connection, NoticeCall
+from ._wire import Response
 from .batch import Batch
-from .client import TensorSpec, tensor_spec
+from .info import StreamInfo, TensorSpec
+from .request import Position, StreamRequest
 
-Position = namedtuple("Position", "epoch step")
-Position.__doc__ = "A stream position: the (epoch, step) of the next batch."
-
-_UINT32 = (1 << 32) - 1
-_UINT64 = (1 << 64) - 1
-
-
-@dataclass(frozen=True)
-class StreamRequest:
-    """What a stream asks the daemon for, besides transport and start."""
-    dataset: str
-    pipeline: str
-    batch_size: int
-    seed: int = 0
-    epochs: int = 1
-    rank: int = 0
-    world_size: int = 1
-    job_id: str = ""
-    drop_last: bool = False
-    prefetch: int = 0
-    hold: int = 1
-    share: bool = False
-    weight: float = 1.0
-    open_timeout: float = 30.0
-
-    def __post_init__(self):
-        for name in ("dataset", "pipeline", "job_id"):
-            if not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a str, got "
-                                 f"{getattr(self, name)!r}")
-        for name, top in (("batch_size", _UINT32), ("seed", _UINT64),
-                          ("epochs", _UINT64), ("rank", _UINT32),
-                          ("world_size", _UINT32), ("prefetch", _UINT32),
-                          ("hold", _UINT32)):
-            object.__setattr__(self, name,
-                               _check_int(name, getattr(self, name), top))
-        for name in ("weight", "open_timeout"):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or
-                    not isinstance(value, (int, float)) or not value > 0):
-                raise ValueError(f"{name} must be a number > 0, got "
-                                 f"{value!r}")
-            object.__setattr__(self, name, float(value))
-        object.__setattr__(self, "share", bool(self.share))
-
-    def to_proto(self, start, transport):
-        request = pb.StreamRequest()
-        o = request.open
-        o.dataset, o.pipeline = self.dataset, self.pipeline
-        o.batch_size, o.seed, o.epochs = self.batch_size, self.seed, self.epochs
-        o.rank, o.world_size, o.job_id = self.rank, self.world_size, self.job_id
-        o.drop_last, o.prefetch = bool(self.drop_last), self.prefetch
-        o.share, o.weight = self.share, self.weight
-        o.open_timeout = self.open_timeout
-        o.start.epoch, o.start.step = start
-        transport.prepare(o)
-        if transport.ack_on_release:
-            o.hold = self.hold
-        return request
+# A Stream call: over shm with a notice socket, a NoticeCall.
+AnyCall = Union[Call, NoticeCall]
 
 
 class _Releases:
@@ -122,19 +64,20 @@ class _Releases:
 
     PAIR = 2  # Acks sent together.
 
-    def __init__(self):
-        self.state = (0, None, False)
-        self.pending = collections.deque()
+    def __init__(self) -> None:
+        # (generation, the call acks go to, whether it takes AckLists)
+        self.state: Tuple[int, Optional[AnyCall], bool] = (0, None, False)
+        self.pending: Deque[pb.Ack] = collections.deque()
 
     @property
-    def generation(self):
+    def generation(self) -> int:
         return self.state[0]
 
-    def attach(self, call, ack_list=False):
+    def attach(self, call: Optional[AnyCall], ack_list: bool = False) -> None:
         self.state = (self.state[0] + 1, call, ack_list)
         self.pending = collections.deque()
 
-    def release(self, generation, ack):
+    def release(self, generation: int, ack: pb.Ack) -> None:
         current, call, ack_list = self.state
         if current != generation or call is None:
             return
@@ -146,10 +89,11 @@ class _Releases:
         if len(pending) >= self.PAIR:
             self.flush()
 
-    def flush(self):
+    def flush(self) -> None:
         """Sends the queued acks, in one message."""
         _, call, _ = self.state
-        pending, acks = self.pending, []
+        pending = self.pending
+        acks: List[pb.Ack] = []
         while True:
             try:
                 acks.append(pending.popleft())
@@ -157,38 +101,6 @@ class _Releases:
                 break
         if acks and call is not None:
             call.send(pb.StreamRequest(acks=pb.AckList(acks=acks)))
-
-
-def _check_int(name, value, top):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int, got {value!r}")
-    if not 0 <= value <= top:
-        raise ValueError(f"{name} {value} is outside [0, {top}]")
-    return int(value)
-
-
-def _check_start(start):
-    try:
-        epoch, step = start
-    except (TypeError, ValueError):
-        raise ValueError(f"start must be an (epoch, step) pair, got "
-                         f"{start!r}") from None
-    return Position(_check_int("start epoch", epoch, _UINT64),
-                    _check_int("start step", step, _UINT64))
-
-
-@dataclass(frozen=True)
-class StreamInfo:
-    """What the daemon said about a stream when it opened (this rank's
-    steps and samples per epoch, the transport and prefetch granted)."""
-    num_samples: int
-    steps_per_epoch: int
-    samples_per_epoch: int
-    prefetch: int
-    transport: str
-    outputs: Tuple[TensorSpec, ...]
-    start: Position
-    shared: bool = False  # Joined a shared preprocessing run.
 
 
 class Stream:
@@ -218,64 +130,72 @@ class Stream:
     close() may be called from any thread and interrupts a waiting read.
     """
 
-    def __init__(self, client, request, transport="auto", start=(0, 0),
-                 reconnect_timeout=30.0):
+    # Set by the first open, which __init__ makes (or raises).
+    _info: StreamInfo
+
+    def __init__(self, client: Connection, request: StreamRequest,
+                 transport: str = "auto",
+                 start: Tuple[int, int] = (0, 0),
+                 reconnect_timeout: float = 30.0) -> None:
         self._closed = True  # Until opened, for __del__.
         if not isinstance(request, StreamRequest):
             raise TypeError("request must be a StreamRequest")
         self._client = client
         self._request = request
         self._candidates = transports.candidates(transport, client.address)
-        self._position = _check_start(start)
+        self._position = Position.of(start)
         if reconnect_timeout is None or reconnect_timeout < 0:
             raise ValueError(f"reconnect_timeout must be >= 0 seconds, got "
                              f"{reconnect_timeout!r}")
         self.reconnect_timeout = float(reconnect_timeout)
-        self._call = None
-        self._transport = None
+        self._call: Optional[AnyCall] = None
+        # The open call's transport; until the first open, one that holds
+        # nothing (close() closes it whatever it is).
+        self._transport = transports.Transport()
         self._releases = _Releases()
-        self._held = []  # weakref.finalize of this ring's unreleased batches.
-        self._info = None
+        # weakref.finalize of this ring's unreleased batches.
+        self._held: List[weakref.finalize] = []
         self.reconnects = 0
-        self.transport_attempts = []
+        # (transport, None if granted else why not) for each try of `auto`.
+        self.transport_attempts: List[Tuple[str, Optional[str]]] = []
         self._closed = False
         self._connect(opening=True)
         self._last_return = time.monotonic()
 
     @property
-    def position(self):
+    def position(self) -> Position:
         return self._position
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         """True after close() or the end of the stream."""
         return self._closed
 
     @property
-    def info(self):
+    def info(self) -> StreamInfo:
         return self._info
 
     @property
-    def transport(self):
+    def transport(self) -> str:
         return self._info.transport
 
     @property
-    def notice_socket(self):
+    def notice_socket(self) -> bool:
         """True when batches come on the daemon's notice socket (shm)."""
         return isinstance(self._call, NoticeCall)
 
     @property
-    def request(self):
+    def request(self) -> StreamRequest:
         return self._request
 
     @property
-    def address(self):
+    def address(self) -> str:
         return self._client.address
 
-    def __iter__(self):
+    def __iter__(self) -> "Stream":
         return self
 
-    def __next__(self):
+    def __next__(self) -> Batch:
         asked = time.monotonic()
         while True:
             call = self._call
@@ -306,7 +226,7 @@ class Stream:
 
     HELD_TIMEOUT = 1.0
 
-    def _read(self, call):
+    def _read(self, call: AnyCall) -> Response:
         """call.read(); over shm, first ResourceExhausted when every slot of
         the ring is held by unreleased batches for HELD_TIMEOUT seconds, so
         that none can arrive. While a slot is neither held nor waiting for
@@ -317,7 +237,7 @@ class Stream:
             self._wait_for_a_free_slot(transport.slots)
         return call.read()
 
-    def _wait_for_a_free_slot(self, slots):
+    def _wait_for_a_free_slot(self, slots: int) -> None:
         self._held = [f for f in self._held if f.alive]
         # Acks held back must not cost the daemon its prefetch: the ring has
         # prefetch + hold slots, so flush once held + held back > hold.
@@ -342,7 +262,8 @@ class Stream:
                     f"transport 'grpc'")
             time.sleep(0.01)  # Another thread may release one.
 
-    def _deliver(self, call, response, asked):
+    def _deliver(self, call: AnyCall, response: Response,
+                 asked: float) -> Batch:
         b = response.batch
         if b is None:
             self.close()
@@ -384,43 +305,44 @@ class Stream:
         return Batch(arrays, b.epoch, b.step, list(b.sample_ids),
                      list(b.skipped_ids), release, shared=b.shared)
 
-    def close(self):
+    def close(self) -> None:
         """Ends the stream and frees what the daemon holds for it.
         Idempotent."""
         self._closed = True
         self._releases.attach(None)
         self._drop_call()
-        if self._transport is not None:
-            self._transport.close()
+        self._transport.close()
 
-    def _drop_call(self):
+    def _drop_call(self) -> None:
         call, self._call = self._call, None
         if call is not None:
             call.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Stream":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             try:
                 self.close()
             except Exception:  # E.g. at interpreter exit.
                 pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         r = self._request
+        info: Optional[StreamInfo] = getattr(self, "_info", None)
         return (f"stoker.Stream({self.address!r}, dataset={r.dataset!r}, "
                 f"pipeline={r.pipeline!r}, batch_size={r.batch_size}, "
                 f"position={tuple(self._position)}, "
-                f"transport={self._info.transport if self._info else None})")
+                f"transport={info.transport if info else None})")
 
     # Opening.
 
-    def _connect(self, opening, cause=None):
+    def _connect(self, opening: bool,
+                 cause: Optional[errors.StokerError] = None) -> None:
         """Opens the call at the position, retrying while the daemon is
         unavailable, for up to reconnect_timeout seconds."""
         deadline = time.monotonic() + self.reconnect_timeout
@@ -451,7 +373,7 @@ class Stream:
             f" dataset '{r.dataset}' pipeline '{r.pipeline}' at epoch {epoch} "
             f"step {step}" + (f": {last.message}" if last else ""))
 
-    def _open(self, deadline):
+    def _open(self, deadline: float) -> None:
         """One open, trying each candidate transport in turn; raises the
         last refusal, or at once on any other error."""
         for i, name in enumerate(self._candidates):
@@ -467,11 +389,13 @@ class Stream:
             self._candidates = [name]
             return
 
-    def _open_with(self, transport, deadline):
+    def _open_with(self, transport: transports.Transport,
+                   deadline: float) -> None:
         self._client.wait_ready(deadline)
-        call = Call(self._client,
-                    self._request.to_proto(self._position, transport),
-                    read_ahead=transport.read_ahead)
+        rpc = Call(self._client,
+                   self._request.to_proto(self._position, transport),
+                   read_ahead=transport.read_ahead)
+        call: AnyCall = rpc
         try:
             response = call.read()
         except StopIteration:
@@ -489,14 +413,13 @@ class Stream:
                 raise errors.Internal("the daemon sent no stream header")
             transport.attach(response.header)
             if response.header.HasField("notices"):
-                call = NoticeCall.connect(call, response.header.notices)
+                call = NoticeCall.connect(rpc, response.header.notices)
         except errors.StokerError:
             transport.close()
             call.close()
             raise
         h = response.header
-        if self._transport is not None:
-            self._transport.close()  # The one of the dropped call.
+        self._transport.close()  # The one of the dropped call.
         # Batches of an earlier call (an old ring) must not ack into this one.
         self._releases.attach(call, ack_list=h.ack_list)
         self._held = []
@@ -505,5 +428,5 @@ class Stream:
             num_samples=h.num_samples, steps_per_epoch=h.steps_per_epoch,
             samples_per_epoch=h.samples_per_epoch, prefetch=h.prefetch,
             transport=transport.name,
-            outputs=tuple(tensor_spec(o) for o in h.outputs),
+            outputs=tuple(TensorSpec.from_proto(o) for o in h.outputs),
             start=Position(h.start.epoch, h.start.step), shared=h.shared)

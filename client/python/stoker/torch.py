@@ -22,13 +22,31 @@ Between epochs the Loader keeps its stream open, so the daemon prepares the
 next epoch's first batches while the last ones of this epoch are used.
 
 Resume. ``state_dict()`` is the cursor plus the request fields that decide
-which samples a position holds (dataset, pipeline, seed, batch_size,
-world_size, drop_last, and the dataset's size); ``load_state_dict()`` refuses
-a state whose fields differ (ValueError naming them) and moves the cursor.
-A state saved by one rank can be loaded by every rank of the job: positions
-are global steps, and a rank that has one step fewer in that epoch moves on
-to the next epoch. The daemon may have restarted in between: batches depend
-only on the request and the position.
+which samples a position holds (dataset, pipeline, seed, drop_last, and the
+dataset's size) and the layout it was saved with (world_size, batch_size and
+their product, the global batch); ``load_state_dict()`` refuses a state
+whose fields differ (ValueError naming them) and moves the cursor. A state
+saved by rank 0 can be loaded by every rank of the job: positions are
+global steps, and on a rank that has one step fewer in that epoch the first
+``for`` after loading yields nothing and moves the cursor to the next epoch,
+so that its epochs stay in step with the other ranks'. The daemon may have
+restarted in between: batches depend only on the request and the position.
+
+Resume on another number of ranks. Global step s covers the same entries
+of the epoch's permutation whatever the world size, as long as the global
+batch (world_size * batch_size) is the same; only how a step is split among
+the ranks differs, the final partial step's too (see stoker.sampling). So a
+state saved with world size W and batch size B loads into Loaders with W'
+and B' where W' * B' = W * B at the same position, and the new ranks
+together receive every remaining sample of the epoch exactly once. With
+another global batch the position is converted where that is exact: where
+the saved step begins at a sample at which a step of the new global batch
+begins (always at the start of an epoch); with drop_last the samples left
+out of that epoch are then the new layout's tail. Anywhere else
+load_state_dict raises ValueError saying why and what to do. The resumed
+run is a new job plan on the daemon: its job_id must differ from that of a
+run whose streams are still open (torchrun gives each run with --standalone,
+or with its own --rdzv_id, its own TORCHELASTIC_RUN_ID).
 
 DDP. rank and world_size come from torch.distributed when it is
 initialized, else from the RANK and WORLD_SIZE environment variables (as
@@ -60,25 +78,32 @@ A Loader is used by one thread at a time.
 import collections.abc
 import os
 import warnings
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 
 from . import sampling
+from .batch import Batch
 from .client import Client
-from .stream import Position, StreamRequest, _check_start
+from .request import Position, StreamRequest, check_int
+from .stream import Stream
 from .transports import candidates
 
 STATE_VERSION = 1
-# Request fields that decide which samples a position holds.
-MUST_MATCH = ("dataset", "pipeline", "seed", "batch_size", "world_size",
-              "drop_last")
+# Request fields that decide which samples a position holds, whatever the
+# layout.
+MUST_MATCH = ("dataset", "pipeline", "seed", "drop_last")
+# The layout: a resume may change it (see the module comment).
+LAYOUT = ("world_size", "batch_size")
 
 
-class TensorBatch(dict):
+class TensorBatch(Dict[str, torch.Tensor]):
     """A dict of tensor name to torch.Tensor, with the batch's `epoch`,
     `step`, `position`, `sample_ids` and `skipped_ids` as attributes."""
 
-    def __init__(self, tensors, epoch, step, sample_ids, skipped_ids):
+    def __init__(self, tensors: Mapping[str, torch.Tensor], epoch: int,
+                 step: int, sample_ids: List[int],
+                 skipped_ids: List[int]) -> None:
         super().__init__(tensors)
         self.epoch = epoch
         self.step = step
@@ -86,7 +111,7 @@ class TensorBatch(dict):
         self.skipped_ids = skipped_ids
 
     @property
-    def position(self):
+    def position(self) -> Tuple[int, int]:
         """The (epoch, step) of this batch."""
         return (self.epoch, self.step)
 
@@ -96,7 +121,7 @@ class TensorBatch(dict):
 _quiet = False
 
 
-def _from_numpy(arrays):
+def _from_numpy(arrays: Batch) -> Dict[str, torch.Tensor]:
     """{name: torch.from_numpy(array)} for a batch's read-only arrays.
 
     They view the received message, which is read-only to numpy but belongs
@@ -117,7 +142,9 @@ def _from_numpy(arrays):
     return tensors
 
 
-def distributed_context(rank=None, world_size=None, job_id=None):
+def distributed_context(
+        rank: Optional[int] = None, world_size: Optional[int] = None,
+        job_id: Optional[str] = None) -> Tuple[int, int, str]:
     """(rank, world_size, job_id): the arguments given, else what
     torch.distributed or the torchrun environment says."""
     if rank is None or world_size is None:
@@ -134,7 +161,8 @@ def distributed_context(rank=None, world_size=None, job_id=None):
     return rank, world_size, job_id
 
 
-def resolve_device(device):
+def resolve_device(
+        device: Union[None, str, torch.device]) -> torch.device:
     """torch.device for `device`; 'cuda' without an index is the GPU of
     LOCAL_RANK, or the current one."""
     if device is None:
@@ -157,96 +185,104 @@ class Loader:
     """Batches of a Stoker stream as dicts of torch tensors; see the module
     comment for epochs, resume, DDP and memory.
 
-    Arguments are those of Client.stream, plus `device`. `address` may also
-    be a stoker.Client. `epochs` is the number of epochs to serve (None or 0:
-    no bound); `start` the first position. rank, world_size and job_id
-    default to the distributed context. `hold` is as for Client.stream;
+    Arguments are those of Client.stream (each request field of
+    stoker.StreamRequest, and transport, start and reconnect_timeout), plus
+    `device` and `zero_copy`. `address` may also be a stoker.Client.
+    `epochs` is the number of epochs to serve (None or 0: no bound);
+    `start` the first position. rank, world_size and job_id default to the
+    distributed context. `hold` is as for Client.stream;
     `zero_copy` (shm on the CPU only) yields views of the shm slot, valid
     until the next batch, instead of copies (see the module comment).
     """
 
-    def __init__(self, address, dataset, pipeline, batch_size, seed=0,
-                 epochs=None, rank=None, world_size=None, job_id=None,
-                 drop_last=False, transport="auto", prefetch=0, start=(0, 0),
-                 reconnect_timeout=30.0, device=None, hold=1,
-                 zero_copy=False, share=False, weight=1.0):
-        self._stream = None  # For __del__ if checks below fail.
-        rank, world_size, job_id = distributed_context(rank, world_size,
-                                                       job_id)
-        # Checks the arguments now, as the stream would.
-        self._request = StreamRequest(
-            dataset=dataset, pipeline=pipeline, batch_size=batch_size,
-            seed=seed, epochs=epochs or 0, rank=rank, world_size=world_size,
-            job_id=job_id, drop_last=drop_last, prefetch=prefetch, hold=hold,
-            share=share, weight=weight)
+    def __init__(self, address: Union[str, Client], dataset: str,
+                 pipeline: str, batch_size: int, seed: int = 0,
+                 epochs: Optional[int] = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None,
+                 job_id: Optional[str] = None, drop_last: bool = False,
+                 transport: str = "auto", prefetch: int = 0,
+                 start: Tuple[int, int] = (0, 0),
+                 reconnect_timeout: float = 30.0,
+                 device: Union[None, str, torch.device] = None,
+                 hold: int = 1, zero_copy: bool = False, share: bool = False,
+                 weight: float = 1.0, open_timeout: float = 30.0) -> None:
+        self._stream: Optional[Stream] = None  # For __del__ if checks fail.
+        context = distributed_context(rank, world_size, job_id)
+        # Checks the arguments now, as the stream would; the streams get
+        # this request whole.
+        self._request = StreamRequest.from_arguments(
+            locals(), epochs=epochs or 0, rank=context[0],
+            world_size=context[1], job_id=context[2])
         self._zero_copy = bool(zero_copy)
         self._transport = transport
         candidates(transport, address if isinstance(address, str)
                    else address.address)
-        self._position = _check_start(start)
+        self._position = Position.of(start)
         self._epochs = self._request.epochs or None
         self._reconnect_timeout = reconnect_timeout
         self._device = resolve_device(device)
         self._client = address if isinstance(address, Client) else Client(
             address, connect_timeout=reconnect_timeout)
-        self._num_samples = None  # From the daemon, when first needed.
-        self._steps = None
-        self._saved_num_samples = None  # From load_state_dict, to check.
+        # From the daemon, when first needed.
+        self._num_samples: Optional[int] = None
+        self._steps: Optional[int] = None
+        # From load_state_dict, to check.
+        self._saved_num_samples: Optional[int] = None
         self._generation = 0
 
     # What the loader is.
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return self._request.rank
 
     @property
-    def world_size(self):
+    def world_size(self) -> int:
         return self._request.world_size
 
     @property
-    def job_id(self):
+    def job_id(self) -> str:
         return self._request.job_id
 
     @property
-    def device(self):
+    def device(self) -> torch.device:
         return self._device
 
     @property
-    def position(self):
+    def position(self) -> Position:
         """The cursor: (epoch, step) of the next batch."""
         return self._position
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         return self._position.epoch
 
     @property
-    def stream(self):
+    def stream(self) -> Optional[Stream]:
         """The open stoker.Stream, or None between streams."""
         return self._stream
 
     @property
-    def transport(self):
+    def transport(self) -> Optional[str]:
         return self._stream.transport if self._stream is not None else None
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches per epoch for this rank."""
         return self._steps_per_epoch()
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Moves the cursor to the start of `epoch`, unless it is already in
         that epoch."""
         if epoch != self._position.epoch:
-            self._position = _check_start((epoch, 0))
+            self._position = Position.of((epoch, 0))
 
     # Iteration.
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TensorBatch]:
         self._generation += 1
         return self._run_epoch(self._generation)
 
-    def _run_epoch(self, generation):
+    def _run_epoch(self, generation: int) -> Iterator[TensorBatch]:
         stream = self._stream_at_cursor()
         if stream is None:
             return
@@ -263,22 +299,29 @@ class Loader:
                 return
             self._position = stream.position
             try:
-                yield self._to_torch(batch)
+                yield self._to_torch(batch, stream)
             finally:
                 # Over shm with zero_copy the tensors view the batch's
                 # slot: it goes back to the daemon when the next batch is
                 # asked for or the loop ends (else it is released already).
                 batch.release()
 
-    def _stream_at_cursor(self):
-        # A cursor past an epoch's last step (a rank with one step fewer)
-        # moves on to the next epoch. Only a cursor past step 0 needs the
-        # count first; otherwise the stream's header brings the dataset's
-        # size, which saves the trainer a call before its first batch.
+    def _stream_at_cursor(self) -> Optional[Stream]:
+        """The stream at the cursor, or None when this `for` has nothing
+        to yield."""
+        # A cursor past its epoch's last step (a rank with one step fewer
+        # there, resumed from rank 0's state or on another layout) has
+        # nothing left of that epoch: this `for` yields nothing and leaves
+        # the cursor at the next epoch's start, so that the next `for` is
+        # the next epoch, as on the other ranks. Only a cursor past step 0
+        # needs the count first; otherwise the stream's header brings the
+        # dataset's size, which saves the trainer a call before its first
+        # batch.
         if self._position.step > 0:
             steps = self._steps_per_epoch()
             if 0 < steps <= self._position.step:
                 self._position = Position(self._position.epoch + 1, 0)
+                return None
         if self._epochs is not None and self._position.epoch >= self._epochs:
             self._close_stream()
             return None
@@ -286,14 +329,10 @@ class Loader:
         if s is not None and (s.closed or s.position != self._position):
             self._close_stream()
         if self._stream is None:
-            r = self._request
-            self._stream = self._client.stream(
-                r.dataset, r.pipeline, r.batch_size, seed=r.seed,
-                epochs=r.epochs, rank=r.rank, world_size=r.world_size,
-                job_id=r.job_id, drop_last=r.drop_last,
-                transport=self._transport, prefetch=r.prefetch,
-                start=self._position, hold=r.hold,
-                reconnect_timeout=self._reconnect_timeout)
+            self._stream = Stream(self._client, self._request,
+                                  transport=self._transport,
+                                  start=self._position,
+                                  reconnect_timeout=self._reconnect_timeout)
             if self._num_samples is None:
                 self._num_samples = self._stream.info.num_samples
                 try:
@@ -304,6 +343,7 @@ class Loader:
             steps = self._steps_per_epoch()
             header_steps = self._stream.info.steps_per_epoch
             if header_steps != steps:
+                r = self._request
                 warnings.warn(
                     f"stokerd says rank {r.rank} of {r.world_size} has "
                     f"{header_steps} steps per epoch, the client computed "
@@ -311,18 +351,18 @@ class Loader:
                 self._steps = header_steps
         return self._stream
 
-    def _to_torch(self, batch):
+    def _to_torch(self, batch: Batch, stream: Stream) -> TensorBatch:
         tensors = _from_numpy(batch)
         if self._device.type == "cuda":
             tensors = {name: self._to_device(t) for name, t in tensors.items()}
             batch.release()  # Copied out (synchronously, to pinned memory).
-        elif self.stream.transport == "shm" and not self._zero_copy:
+        elif stream.transport == "shm" and not self._zero_copy:
             tensors = {name: t.clone() for name, t in tensors.items()}
             batch.release()
         return TensorBatch(tensors, batch.epoch, batch.step, batch.sample_ids,
                            batch.skipped_ids)
 
-    def _to_device(self, tensor):
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         pinned = torch.empty(tensor.shape, dtype=tensor.dtype,
                              pin_memory=True)
         pinned.copy_(tensor)
@@ -330,7 +370,7 @@ class Loader:
 
     # The dataset's size, for len() and the tail rule.
 
-    def _steps_per_epoch(self):
+    def _steps_per_epoch(self) -> int:
         if self._steps is None:
             r = self._request
             self._steps = sampling.steps_per_epoch(
@@ -338,14 +378,14 @@ class Loader:
                 r.drop_last)
         return self._steps
 
-    def _dataset_size(self):
+    def _dataset_size(self) -> int:
         if self._num_samples is None:
             self._num_samples = self._client.dataset(
                 self._request.dataset).num_samples
         self._check_saved_size()
         return self._num_samples
 
-    def _check_saved_size(self):
+    def _check_saved_size(self) -> None:
         saved = self._saved_num_samples
         if saved is not None and self._num_samples is not None:
             self._saved_num_samples = None
@@ -357,26 +397,30 @@ class Loader:
 
     # Resume.
 
-    def state_dict(self):
-        """The cursor and the request fields a resume must match."""
+    def state_dict(self) -> Dict[str, Any]:
+        """The cursor, the request fields a resume must match, and the
+        layout (world_size, batch_size, global_batch) it was saved with."""
         r = self._request
         state = {"version": STATE_VERSION,
                  "position": {"epoch": self._position.epoch,
                               "step": self._position.step},
                  "rank": r.rank,
-                 "num_samples": self._num_samples}
-        state.update({k: getattr(r, k) for k in MUST_MATCH})
+                 "num_samples": self._num_samples,
+                 "global_batch": r.world_size * r.batch_size}
+        state.update({k: getattr(r, k) for k in MUST_MATCH + LAYOUT})
         return state
 
-    def load_state_dict(self, state):
-        """Moves the cursor to a saved position; ValueError if the state is
-        from another stream."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Moves the cursor to a saved position, converted to this Loader's
+        layout (see the module comment); ValueError if the state is from
+        another stream, or if its position has no exact equivalent here."""
         if (not isinstance(state, collections.abc.Mapping) or
                 state.get("version") != STATE_VERSION):
             raise ValueError(f"not a stoker.torch.Loader state_dict of "
                              f"version {STATE_VERSION}: {state!r}")
         r = self._request
-        missing = [k for k in MUST_MATCH + ("position",) if k not in state]
+        missing = [k for k in MUST_MATCH + LAYOUT + ("position",)
+                   if k not in state]
         if missing:
             raise ValueError(f"the state_dict lacks {', '.join(missing)}")
         differ = [f"{k} {state[k]!r} in the state, {getattr(r, k)!r} here"
@@ -385,41 +429,77 @@ class Loader:
             raise ValueError(
                 "cannot resume: the state_dict is from a different stream ("
                 + "; ".join(differ) + "). A Loader resumes only the stream it "
-                "was saved from: same dataset, pipeline, seed, batch_size, "
-                "world_size and drop_last.")
+                "was saved from: same dataset, pipeline, seed and drop_last "
+                "(world_size and batch_size may change).")
+        world = check_int("the state's world_size", state["world_size"],
+                          (1 << 32) - 1)
+        batch = check_int("the state's batch_size", state["batch_size"],
+                          (1 << 32) - 1)
+        saved = state.get("global_batch", world * batch)
+        if saved != world * batch or saved < 1:
+            raise ValueError(
+                f"the state_dict is inconsistent: global_batch {saved!r}, "
+                f"world_size {world} x batch_size {batch}")
         position = state["position"]
         if isinstance(position, collections.abc.Mapping):
             position = (position.get("epoch"), position.get("step"))
-        self._position = _check_start(position)
+        epoch, step = Position.of(position)
+        here = r.world_size * r.batch_size
+        resumed = sampling.resume_step(step, saved, here)
+        if resumed is None:
+            raise ValueError(self._no_resume_step(epoch, step, world, batch))
+        self._position = Position(epoch, resumed)
         self._saved_num_samples = state.get("num_samples")
         self._check_saved_size()
         self._generation += 1
 
+    def _no_resume_step(self, epoch: int, step: int, world: int,
+                        batch: int) -> str:
+        """Why a state saved at (epoch, step) with `world` ranks of `batch`
+        cannot resume here, and what to do."""
+        r = self._request
+        saved, here = world * batch, r.world_size * r.batch_size
+        keep = (f", e.g. batch_size {saved // r.world_size} with world_size "
+                f"{r.world_size}" if saved % r.world_size == 0 else "")
+        return (
+            f"cannot resume epoch {epoch} at step {step} with a global batch "
+            f"of {here} (world_size {r.world_size} x batch_size "
+            f"{r.batch_size}): the state was saved with a global batch of "
+            f"{saved} (world_size {world} x batch_size {batch}), so the rest "
+            f"of the epoch begins at sample {step * saved} of the epoch's "
+            f"order, and no step of {here} begins there (steps of {here} "
+            f"begin at its multiples); every position here would repeat or "
+            f"skip samples. Keep the global batch (world_size x batch_size "
+            f"= {saved}{keep}), or resume from a state saved at the start of "
+            f"an epoch or at a step whose first sample is a multiple of "
+            f"{here}, or call set_epoch({epoch + 1}) instead of "
+            f"load_state_dict to skip the rest of epoch {epoch}.")
+
     # Closing.
 
-    def _close_stream(self):
+    def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
             stream.close()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the stream; the loader reopens one if iterated again."""
         self._close_stream()
 
-    def __enter__(self):
+    def __enter__(self) -> "Loader":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "_stream", None) is not None:
             try:
                 self._close_stream()
             except Exception:  # E.g. at interpreter exit.
                 pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         r = self._request
         return (f"stoker.torch.Loader({self._client.address!r}, "
                 f"dataset={r.dataset!r}, pipeline={r.pipeline!r}, "

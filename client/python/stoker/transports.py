@@ -16,30 +16,38 @@ PERMISSION_DENIED answer (e.g. the daemon would not hand over the shm ring
 to this user) moves on to the next, and Stream.transport says where it
 ended. Adding a transport is one class here with `implemented = True`.
 
-A transport's `arrays(response)` returns ({name: array}, owner). For a
-transport with `ack_on_release`, `owner` is an ndarray that every array of
-the batch views (their numpy base): the stream acknowledges the batch when
-the batch is released, or when the owner is collected, which happens only
-once the Batch and every array and tensor viewing it are gone. Otherwise
-owner is None and the batch is acknowledged when handed over.
+A transport's `arrays(response)`, for a batch response, returns ({name:
+array}, owner). For a transport with `ack_on_release`, `owner` is an
+ndarray that every array of the batch views (their numpy base): the stream
+acknowledges the batch when the batch is released, or when the owner is
+collected, which happens only once the Batch and every array and tensor
+viewing it are gone. Otherwise owner is None and the batch is acknowledged
+when handed over.
 """
 import mmap
 import os
 import socket
+from typing import Any, Dict, List, Optional, Tuple, Type, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
+from ._wire import Response
 
-DTYPES = {
+Array = npt.NDArray[Any]
+# What Transport.arrays returns: the batch's arrays by name, and their owner.
+Arrays = Tuple[Dict[str, Array], Optional["npt.NDArray[np.uint8]"]]
+
+DTYPES: Dict[int, "np.dtype[Any]"] = {
     pb.DTYPE_UINT8: np.dtype(np.uint8),
     pb.DTYPE_INT64: np.dtype("<i8"),
     pb.DTYPE_FLOAT16: np.dtype("<f2"),
     pb.DTYPE_FLOAT32: np.dtype("<f4"),
 }
 
-NAMES = {
+NAMES: Dict[int, str] = {
     pb.TRANSPORT_UNSPECIFIED: "grpc",
     pb.TRANSPORT_GRPC: "grpc",
     pb.TRANSPORT_SHM: "shm",
@@ -47,7 +55,7 @@ NAMES = {
 }
 
 
-def dtype_of(value):
+def dtype_of(value: int) -> "np.dtype[Any]":
     try:
         return DTYPES[value]
     except KeyError:
@@ -59,7 +67,7 @@ class Transport:
     """One stream's transport. Not thread-safe; used by its Stream only."""
 
     name = ""
-    wire = pb.TRANSPORT_UNSPECIFIED
+    wire: "pb.Transport" = pb.TRANSPORT_UNSPECIFIED
     implemented = True
     ack_on_release = False
     # Whether the stream's messages are worth receiving on a thread of their
@@ -67,16 +75,16 @@ class Transport:
     read_ahead = True
 
     @classmethod
-    def suits(cls, address):
+    def suits(cls, address: str) -> bool:
         """Whether `auto` should try this transport for a daemon at
         `address`."""
         return True
 
-    def prepare(self, open_request):
+    def prepare(self, open_request: pb.OpenStream) -> None:
         """Adds this transport's fields to an OpenStream message."""
         open_request.transport = self.wire
 
-    def attach(self, header):
+    def attach(self, header: pb.StreamHeader) -> None:
         """Called with the daemon's StreamHeader. Raises FailedPrecondition
         when this client cannot use what the daemon granted."""
         granted = NAMES.get(header.transport, str(header.transport))
@@ -85,12 +93,18 @@ class Transport:
                 f"asked for transport {self.name}, the daemon granted "
                 f"{granted}")
 
-    def arrays(self, response):
+    def arrays(self, response: Response) -> Arrays:
         """({name: numpy array}, owner) for a parsed batch Response (see
         _wire); see the module comment for owner."""
         raise NotImplementedError
 
-    def close(self):
+    @property
+    def slots(self) -> int:
+        """Slots of the stream's own ring, for a transport with
+        `ack_on_release`; 0 otherwise."""
+        return 0
+
+    def close(self) -> None:
         pass
 
 
@@ -101,18 +115,20 @@ class GrpcTransport(Transport):
     name = "grpc"
     wire = pb.TRANSPORT_GRPC
 
-    def attach(self, header):
+    def attach(self, header: pb.StreamHeader) -> None:
         if header.transport not in (pb.TRANSPORT_GRPC,
                                     pb.TRANSPORT_UNSPECIFIED):
             super().attach(header)
 
-    def arrays(self, response):
+    def arrays(self, response: Response) -> Arrays:
+        batch: pb.Batch = response.batch  # type: ignore[assignment]
         base, size = response.payload_offset, response.payload_length
-        return _views(response.batch, response.raw, base, size,
+        return _views(batch, response.raw, base, size,
                       "the payload"), None
 
 
-def _views(batch, buffer, base, size, where):
+def _views(batch: pb.Batch, buffer: Union[bytes, Array], base: int,
+           size: int, where: str) -> Dict[str, Array]:
     """{name: read-only array} of the batch's tensors, each a view of
     buffer[base + offset:...]; DataLoss when one does not fit in `size`
     bytes."""
@@ -141,7 +157,7 @@ class _NotYetTransport(Transport):
 
     implemented = False
 
-    def attach(self, header):
+    def attach(self, header: pb.StreamHeader) -> None:
         super().attach(header)
         raise errors.FailedPrecondition(
             f"the daemon granted transport {self.name}, which this Python "
@@ -161,19 +177,20 @@ class ShmTransport(Transport):
     ack_on_release = True
     read_ahead = False  # A message is the slot and layout: small.
 
-    def __init__(self):
-        self._rings = {}  # in_shared_ring -> (mapping, slots, slot_bytes)
+    def __init__(self) -> None:
+        # in_shared_ring -> (mapping, slots, slot_bytes)
+        self._rings: Dict[bool, Tuple[mmap.mmap, int, int]] = {}
 
     @classmethod
-    def suits(cls, address):
+    def suits(cls, address: str) -> bool:
         return is_local(address)
 
-    def prepare(self, open_request):
+    def prepare(self, open_request: pb.OpenStream) -> None:
         super().prepare(open_request)
         open_request.map_shared_ring = True
         open_request.notice_socket = True  # See _call.NoticeCall.
 
-    def attach(self, header):
+    def attach(self, header: pb.StreamHeader) -> None:
         super().attach(header)
         if not header.HasField("shm") or header.shm.slots == 0:
             raise errors.Internal("the daemon granted transport shm without "
@@ -186,8 +203,8 @@ class ShmTransport(Transport):
                 self._rings[shared] = (map_ring(ring), ring.slots,
                                        ring.slot_bytes)
 
-    def arrays(self, response):
-        batch = response.batch
+    def arrays(self, response: Response) -> Arrays:
+        batch: pb.Batch = response.batch  # type: ignore[assignment]
         ring = self._rings.get(batch.in_shared_ring)
         where = "the shared ring" if batch.in_shared_ring else "the ring"
         if ring is None:
@@ -207,17 +224,17 @@ class ShmTransport(Transport):
                       f"slot {batch.slot} of {where}"), slot
 
     @property
-    def slots(self):
+    def slots(self) -> int:
         """Slots of the stream's own ring."""
         return self._rings[False][1] if False in self._rings else 0
 
-    def close(self):
+    def close(self) -> None:
         # Unmapped once the last array of its batches is gone (a mapping
         # with views cannot be closed; dropping it is enough).
         self._rings = {}
 
 
-def map_ring(ring):
+def map_ring(ring: pb.ShmRing) -> mmap.mmap:
     """Fetches a stream's ring descriptor from the daemon's fd socket (see
     ShmRing in stoker.proto) and maps it read-only. FailedPrecondition if
     the socket cannot be reached, PermissionDenied if the daemon refuses to
@@ -257,20 +274,20 @@ class CudaIpcTransport(_NotYetTransport):
     name = "cuda_ipc"
     wire = pb.TRANSPORT_CUDA_IPC
 
-    def __init__(self, gpu_uuid=""):
+    def __init__(self, gpu_uuid: str = "") -> None:
         self.gpu_uuid = gpu_uuid
 
     @classmethod
-    def suits(cls, address):
+    def suits(cls, address: str) -> bool:
         # Needs the trainer's GPU, which a bare Stream does not know.
         return False
 
-    def prepare(self, open_request):
+    def prepare(self, open_request: pb.OpenStream) -> None:
         super().prepare(open_request)
         open_request.gpu_uuid = self.gpu_uuid
 
 
-TRANSPORTS = {
+TRANSPORTS: Dict[str, Type[Transport]] = {
     "grpc": GrpcTransport,
     "shm": ShmTransport,
     "cuda_ipc": CudaIpcTransport,
@@ -280,12 +297,12 @@ CHOICES = ("auto",) + tuple(TRANSPORTS)
 AUTO_PREFERENCE = ("cuda_ipc", "shm", "grpc")
 
 
-def is_local(address):
+def is_local(address: str) -> bool:
     """True when `address` names a daemon on this node (a unix socket)."""
     return address.startswith("unix:") or address.startswith("unix-abstract:")
 
 
-def candidates(name, address):
+def candidates(name: str, address: str) -> List[str]:
     """The transports to try, in order, for a requested transport name.
     ValueError for an unknown name; FailedPrecondition for one this client
     cannot read yet."""
@@ -302,5 +319,5 @@ def candidates(name, address):
     return [name]
 
 
-def make(name):
+def make(name: str) -> Transport:
     return TRANSPORTS[name]()

@@ -1,0 +1,53 @@
+"""What stokerd says about its config (datasets, pipelines and their
+outputs) and about a stream it opened: plain, frozen values."""
+from dataclasses import dataclass
+from typing import Tuple
+
+import numpy as np
+
+from ._proto.stoker.v1 import stoker_pb2 as pb
+from .request import Position
+from .transports import dtype_of
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A per-sample output of a pipeline (shape without the batch dim)."""
+    name: str
+    dtype: "np.dtype[np.generic]"
+    shape: Tuple[int, ...]
+
+    @classmethod
+    def from_proto(cls, proto: pb.TensorSpec) -> "TensorSpec":
+        return cls(proto.name, dtype_of(proto.dtype), tuple(proto.shape))
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    num_samples: int
+    num_shards: int
+    bytes: int
+    classes: Tuple[str, ...]
+    fields: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    name: str
+    ops: Tuple[str, ...]
+    outputs: Tuple[TensorSpec, ...]
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What the daemon said about a stream when it opened (this rank's
+    steps and samples per epoch, the transport and prefetch granted)."""
+    num_samples: int
+    steps_per_epoch: int
+    samples_per_epoch: int
+    prefetch: int
+    transport: str
+    outputs: Tuple[TensorSpec, ...]
+    start: Position
+    shared: bool = False  # Joined a shared preprocessing run.
