@@ -110,3 +110,23 @@ def test_loader_state_resumes_on_a_restarted_daemon(client_daemon):
     second.load_state_dict(state)
     tail = [b for _ in range(2) for b in second]
     assert positions_and_bytes(head + tail) == whole
+
+
+def test_a_cancel_the_client_did_not_ask_for_is_retried_as_unavailable():
+    """A stopping daemon cancels calls still open after its grace period,
+    and new ones that reach it on a closing connection: the C++ client took
+    that CANCELLED for its own and gave up (28 of 38 SIGTERM restarts)."""
+    import grpc
+    from stoker import errors
+
+    class Cancelled(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.CANCELLED
+
+        def details(self):
+            return "CANCELLED"
+
+    e = errors.from_stream_error(Cancelled())
+    assert isinstance(e, stoker.Unavailable), e
+    assert "cancelled the call" in e.message
+    assert isinstance(errors.from_rpc_error(Cancelled()), stoker.Cancelled)

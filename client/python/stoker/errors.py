@@ -108,3 +108,17 @@ def from_rpc_error(error: Exception) -> StokerError:
     if code is None:
         code = grpc.StatusCode.UNKNOWN
     return from_code(code, details or str(error))
+
+
+def from_stream_error(error: Exception) -> StokerError:
+    """The exception for a grpc.RpcError that ended a Stream call the client
+    did not cancel. CANCELLED can then only have come from the daemon: one
+    that stops cancels the calls still open when its grace period ends, and
+    the new ones that reach it on a connection it has not closed yet. That
+    means the daemon is going away, which a reconnect rides out, so it is
+    Unavailable (the C++ client does the same)."""
+    e = from_rpc_error(error)
+    if isinstance(e, Cancelled):
+        return Unavailable(f"the daemon cancelled the call (it is stopping): "
+                           f"{e.message}")
+    return e

@@ -215,7 +215,7 @@ class Stream:
                 self._drop_call()
                 if self._closed:
                     raise StopIteration from None
-                error = errors.from_rpc_error(e)
+                error = errors.from_stream_error(e)
                 if not isinstance(error, errors.Unavailable):
                     self.close()
                     raise error from None
@@ -404,7 +404,7 @@ class Stream:
                 "the stream closed while opening") from None
         except grpc.RpcError as e:
             call.close()
-            raise errors.from_rpc_error(e) from None
+            raise errors.from_stream_error(e) from None
         except errors.StokerError:
             call.close()
             raise
