@@ -73,9 +73,9 @@ class Dataset {
 
   // Calls `fn` with record `id`; the view is valid only during the call, and
   // its fields match the schema (so DecodeInt64 may be called on a kInt64
-  // field). Returns fn's status, NotFound if id >= num_samples(), or
-  // DataLoss such as "dataset 'train': shard shard-00003.lmdb, key 1234:
-  // checksum mismatch".
+  // field). Returns NotFound if id >= num_samples(), DataLoss such as
+  // "dataset 'train': shard shard-00003.lmdb, key 1234: checksum mismatch",
+  // or fn's error named the same way (the key is the sample id).
   // The record handed to fn is a private copy, never the map.
   absl::Status Read(
       uint64_t id, absl::FunctionRef<absl::Status(const RecordView&)> fn) const;

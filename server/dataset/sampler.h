@@ -65,7 +65,8 @@ class Sampler {
   std::vector<uint64_t> StepSamples(uint64_t epoch, uint64_t step);
 
   // EpochPermutation(num_samples, seed, epoch), cached for the last epoch
-  // asked for. Shared so that the ranks of a job can use one copy.
+  // asked for. Each stream has its own Sampler and so its own cache; the
+  // pointer is shared so that a caller may keep it while the cache moves on.
   std::shared_ptr<const std::vector<uint64_t>> Permutation(uint64_t epoch);
 
  private:

@@ -80,10 +80,11 @@ class SharedRun : public std::enable_shared_from_this<SharedRun> {
               uint64_t end, uint32_t window, double weight);
 
   // `stream` asks for the batch at linear position `pos`, to fill its
-  // batch `seq`. The run answers with stream->Deliver(seq, batch, ...), or with
-  // stream->DetachFromRun() if it has detached the stream, from a worker
-  // thread: never within this call, whose caller may hold a lock that the
-  // stream's ready callback takes.
+  // batch `seq`. The run answers with stream->Deliver(seq, batch, ...) from
+  // a worker thread, never within this call, whose caller may hold a lock
+  // that the stream's ready callback takes. A stream the run has detached
+  // gets stream->DetachFromRun(), which may come within this call: it takes
+  // only the stream's own lock and hands the batch to the pool.
   void Request(Stream* stream, uint64_t seq, uint64_t pos);
 
   // `stream` leaves (it ended, was cancelled, or is being destroyed).

@@ -140,15 +140,8 @@ void Stream::RunSample(Building* batch, uint32_t index) {
           run_ns = NowNs() - run_start;
           return s;
         });
-    if (!status.ok()) {
-      absl::Status error(status.code(),
-                         absl::StrCat("dataset '", spec_.dataset, "' sample ",
-                                      id, ": ", status.message()));
-      if (dataset::IsShardDamage(status)) {
-        error = dataset::MarkShardDamage(std::move(error));
-      }
-      batch->errors[index] = std::move(error);
-    }
+    // Read names the dataset, shard file and key (the sample id) once.
+    if (!status.ok()) batch->errors[index] = std::move(status);
     counters_->Observe(Stage::kRead, NowNs() - start - run_ns);
     counters_->Observe(Stage::kDecode, times.decode_ns);
     counters_->Observe(Stage::kAugment, times.augment_ns);

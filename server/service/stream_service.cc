@@ -330,8 +330,9 @@ absl::StatusOr<std::shared_ptr<BufferSource>> StreamService::JoinRun(
     return memory.status();
   }
   auto group = std::make_shared<PoolGroup>(pool_, weight);
-  producer.spec.epochs = 0;  // Builds on demand, for as long as it is used.
-  producer.spec.transport = "shared_run";
+  // Builds on demand, for as long as it is used; its role is in
+  // count_deliveries = false: the streams it serves count what they get.
+  producer.spec.epochs = 0;
   producer.group = group;
   auto run = SharedRun::Create(std::make_shared<Stream>(std::move(producer)),
                                start, capacity, opened.window, std::move(group),

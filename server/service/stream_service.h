@@ -1,5 +1,7 @@
-// StreamService: admits, opens and tracks streams. Transport-free: the gRPC
-// adapter converts requests to StreamSpec and statuses back, nothing more.
+// StreamService: admits, opens and tracks streams. Transport-free: it takes
+// StreamSpecs and returns streams and Status; of a transport it knows only
+// whether its client holds batches in the transport's memory (shm), which
+// widens the window (StreamSession::Window).
 //
 // Open() checks every bound of a request (batch size, prefetch depth, bytes
 // per batch), then asks the Admission (admission.h) for the stream's memory,

@@ -76,6 +76,9 @@ def test_bit_flip_is_data_loss_and_the_daemon_serves_on(
                 for part in ("dataset 'flipped'", shard,
                              f"key {FLIPPED_ID}"):
                     assert part in result["status"], (part, result)
+                # Once each: it used to read "dataset 'flipped' sample N:
+                # dataset 'flipped': shard ...".
+                assert result["status"].count("dataset 'flipped'") == 1, result
                 # The batches before the bad one were delivered in full.
                 assert FLIPPED_ID not in ids
                 assert len(ids) % 4 == 0 and len(set(ids)) == len(ids)

@@ -45,7 +45,10 @@ def test_an_image_over_max_decode_pixels_is_a_corrupt_sample(tmp_path,
             assert out.returncode == 1
             status = result["status"]
             assert status.startswith("DATA_LOSS"), result
-            for part in ("dataset 'big' sample 8", "image 1001x1000",
+            # The dataset, shard file and key once (the key is the id).
+            assert status.count("dataset 'big'") == 1, status
+            for part in ("dataset 'big': shard shard-", ", key 8: ",
+                         "image 1001x1000",
                          f"over limits.max_decode_pixels ({LIMIT})"):
                 assert part in status, (part, status)
         assert daemon.proc.poll() is None

@@ -152,7 +152,8 @@ class Stream {
                         std::chrono::steady_clock::time_point deadline);
   absl::Status Reconnect(const absl::Status& cause);
   // Sends the acks of shm batches released since the last call; where the
-  // daemon takes AckLists, two to a message (see client.cc).
+  // daemon takes AckLists, two to a message (see Stream::FlushReleased in
+  // lib/stream.cc).
   void FlushReleased();
 
   Client* const client_;  // Outlives the stream.

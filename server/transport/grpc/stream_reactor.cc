@@ -66,7 +66,7 @@ void StreamReactor::OnReadDone(bool ok) {
     return;
   }
   if (!opened) {
-    // The next read starts once the stream is open (Start).
+    // The next read starts once the stream is open (OnOpened).
     HandleOpen(in_);
     return;
   }

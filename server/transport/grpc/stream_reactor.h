@@ -3,10 +3,11 @@
 // The reactor never blocks a gRPC thread. It reads the open request and
 // hands it to the Opener (service/opener.h), since admission may wait for
 // memory budget (up to the call's deadline); then it keeps one read pending
-// for acknowledgements and at most one write in flight. Pump() moves the stream forward whenever something changes (a
-// batch finished, a write completed, an ack arrived, a buffer came back):
-// it hands the stream empty buffers while fewer than `prefetch` batches are
-// unacknowledged, and writes finished batches in order.
+// for acknowledgements and at most one write in flight. Pump() runs whenever
+// something changes (a batch finished, a write completed, an ack arrived, a
+// buffer came back) and does what the stream's StreamSession
+// (service/stream_session.h) says: the session keeps the window, the order
+// and the acks; the reactor only says when it can send and end, and sends.
 //
 // Where buffers come from and how a batch is described on the wire is the
 // stream's Delivery (delivery.h): a zero-copy payload slice for the grpc
@@ -16,7 +17,7 @@
 // the final status.
 //
 // Thread-safe: reactions and stream callbacks arrive on any thread. Deletes
-// itself once OnDone has run and no opening thread uses it.
+// itself once OnDone has run and the opener no longer holds it.
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
 #define STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
 
