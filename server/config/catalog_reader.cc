@@ -123,12 +123,18 @@ std::vector<PipelineOptions> ReadPipelines(const MapEntry& entry,
     absl::StatusOr<std::unique_ptr<pipeline::Pipeline>> created =
         pipeline::Pipeline::Create(e.key, *ops);
     if (!created.ok()) {
-      // Create's messages usually name the pipeline already.
+      // Create's messages usually name the pipeline already. One that an op
+      // caused points at that op's step; the others at the pipeline.
       const absl::string_view message = created.status().message();
       const std::string named = absl::StrCat("pipeline '", e.key, "'");
-      diag.Error(mark, absl::StartsWith(message, named)
-                           ? std::string(message)
-                           : absl::StrCat(named, ": ", message));
+      const std::optional<size_t> index =
+          pipeline::FailedOpIndex(created.status());
+      const YAML::Mark at = index && *index < e.value.size()
+                                ? MarkOf(e.value[*index], mark)
+                                : mark;
+      diag.Error(at, absl::StartsWith(message, named)
+                         ? std::string(message)
+                         : absl::StrCat(named, ": ", message));
       continue;
     }
     pipelines.push_back(PipelineOptions{e.key, std::move(*ops), mark.line + 1});

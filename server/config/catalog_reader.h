@@ -27,7 +27,8 @@ std::vector<DatasetOptions> ReadDatasets(const MapEntry& entry,
 
 // Reads the `pipelines` entry: a non-empty map of names to lists of ops
 // (see ReadOpConfigs), each accepted by pipeline::Pipeline::Create, whose
-// errors are reported at the pipeline's name. Returns the pipelines that had
+// errors are reported at the op that caused them (FailedOpIndex), else at
+// the pipeline's name. Returns the pipelines that had
 // no mistakes, in file order.
 std::vector<PipelineOptions> ReadPipelines(const MapEntry& entry,
                                            Diagnostics& diag);

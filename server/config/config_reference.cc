@@ -205,6 +205,12 @@ std::string ArgsCell(const pipeline::OpDef& def) {
       absl::StrAppend(&part, " = ",
                       internal::FormatArgValue(*spec.default_value));
     }
+    if (const std::string range = pipeline::RangeText(spec); !range.empty()) {
+      absl::StrAppend(&part, spec.min && spec.max ? ", in " : ", ", range);
+    }
+    if (!spec.choices.empty()) {
+      absl::StrAppend(&part, ", one of ", absl::StrJoin(spec.choices, ", "));
+    }
     if (spec.name == def.scalar_arg) {
       absl::StrAppend(&part, " (also `- ", def.name, ": VALUE`)");
     }
@@ -221,10 +227,10 @@ std::string ConfigReference() {
       "## Config file reference\n"
       "\n"
       "`stokerd --config FILE` reads a YAML file with the keys below. A key "
-      "not listed, a key given twice, or a value of the wrong type is an "
-      "error that names the file, line and column. Sizes are written like "
-      "`2GiB`, `512MiB`, `1.5GB` or `1048576` (KiB, MiB, GiB... are powers "
-      "of 1024; KB, MB, GB... powers of 1000).\n"
+      "not listed, a key given twice, or a value of the wrong type or out "
+      "of range is an error that names the file, line and column. Sizes are "
+      "written like `2GiB`, `512MiB`, `1.5GB` or `1048576` (KiB, MiB, "
+      "GiB... are powers of 1024; KB, MB, GB... powers of 1000).\n"
       "\n"
       "| key | type | default | meaning |\n"
       "|---|---|---|---|\n";
@@ -240,15 +246,22 @@ std::string ConfigReference() {
                   "\n"
                   "### Pipeline ops\n"
                   "\n"
-                  "| op | arguments | meaning |\n"
-                  "|---|---|---|\n");
+                  "Each op's kind fixes where it may stand: decode, then "
+                  "geometry, then format ops. An argument outside its range "
+                  "or choices is an error at its line and column.\n"
+                  "\n"
+                  "| op | kind | arguments | example | meaning |\n"
+                  "|---|---|---|---|---|\n");
   const pipeline::OpRegistry& registry = pipeline::OpRegistry::Global();
   std::vector<std::string> names = registry.Names();
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     const pipeline::OpDef* def = registry.Find(name);
     if (def == nullptr) continue;
-    absl::StrAppend(&out, "| `", name, "` | ", ArgsCell(*def), " | ",
+    const std::string_view kind = pipeline::OpKindName(def->kind);
+    absl::StrAppend(&out, "| `", name, "` | ",
+                    absl::string_view(kind.data(), kind.size()), " | ",
+                    ArgsCell(*def), " | `", Cell(def->example), "` | ",
                     Cell(def->doc), " |\n");
   }
   return out;

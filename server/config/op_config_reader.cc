@@ -21,11 +21,11 @@ using pipeline::OpDef;
 
 // Reads `node` as a value of `spec.type`; reports and returns nullopt on a
 // mismatch. `what` names the argument in messages.
-std::optional<ArgValue> ReadArgValue(const ArgSpec& spec,
-                                     const YAML::Node& node,
-                                     const YAML::Mark& mark,
-                                     absl::string_view what,
-                                     Diagnostics& diag) {
+std::optional<ArgValue> ReadTypedValue(const ArgSpec& spec,
+                                       const YAML::Node& node,
+                                       const YAML::Mark& mark,
+                                       absl::string_view what,
+                                       Diagnostics& diag) {
   const auto mismatch = [&](const YAML::Mark& at, const YAML::Node& got) {
     diag.Error(at,
                absl::StrCat(what, ": expected ", ArgTypeExpectation(spec.type),
@@ -94,6 +94,26 @@ std::optional<ArgValue> ReadArgValue(const ArgSpec& spec,
     }
   }
   return mismatch(mark, node);
+}
+
+// Reads `node` as a value of `spec`: its type, then its range or choices,
+// reported at the value (or the list element) that breaks them.
+std::optional<ArgValue> ReadArgValue(const ArgSpec& spec,
+                                     const YAML::Node& node,
+                                     const YAML::Mark& mark,
+                                     absl::string_view what,
+                                     Diagnostics& diag) {
+  std::optional<ArgValue> value = ReadTypedValue(spec, node, mark, what, diag);
+  if (!value) return std::nullopt;
+  const std::optional<pipeline::ArgValueProblem> problem =
+      pipeline::CheckArgValue(spec, *value);
+  if (!problem) return value;
+  YAML::Node at = node;
+  if (problem->element >= 0 && node.IsSequence()) at = node[problem->element];
+  diag.Error(MarkOf(at, mark),
+             absl::StrCat(what, ": expected ", problem->expected, ", got ",
+                          Describe(at)));
+  return std::nullopt;
 }
 
 const ArgSpec* FindSpec(const OpDef& def, absl::string_view name) {

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -27,6 +29,30 @@ std::string OpContext(absl::string_view pipeline, size_t index,
       ": ");
 }
 
+// The stage an op of `kind` runs in, or nullopt for kinds this pipeline
+// cannot run yet (docs/pipeline-design.md §7, step 5b).
+std::optional<OpStage> StageOfKind(OpKind kind) {
+  switch (kind) {
+    case OpKind::kDecode:
+      return OpStage::kDecode;
+    case OpKind::kGeometry:
+      return OpStage::kGeometry;
+    case OpKind::kFormat:
+      return OpStage::kFormat;
+    default:
+      return std::nullopt;
+  }
+}
+
+// An InvalidArgument (or `code`) error caused by op `index`.
+absl::Status OpError(
+    size_t index, std::string message,
+    absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  absl::Status status(code, message);
+  status.SetPayload(kOpIndexPayload, absl::Cord(absl::StrCat(index)));
+  return status;
+}
+
 // Why `stage` cannot follow `previous` at `index`, or empty if it can.
 absl::string_view OrderProblem(size_t index, OpStage stage, OpStage previous) {
   if (index == 0 && stage != OpStage::kDecode) {
@@ -42,6 +68,15 @@ absl::string_view OrderProblem(size_t index, OpStage stage, OpStage previous) {
 }
 
 }  // namespace
+
+std::optional<size_t> FailedOpIndex(const absl::Status& status) {
+  const auto payload = status.GetPayload(kOpIndexPayload);
+  size_t index = 0;
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &index)) {
+    return std::nullopt;
+  }
+  return index;
+}
 
 BoundPipeline::BoundPipeline(std::shared_ptr<const OpList> ops,
                              size_t sample_ops, const OutputFormat& format,
@@ -131,24 +166,31 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     const std::string context = OpContext(name, i, config);
     const OpDef* def = OpRegistry::Global().Find(config.name);
     if (def == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(context, "unknown op; known ops: ",
-                       absl::StrJoin(OpRegistry::Global().Names(), ", ")));
+      return OpError(
+          i, absl::StrCat(context, "unknown op; known ops: ",
+                          absl::StrJoin(OpRegistry::Global().Names(), ", ")));
     }
     absl::StatusOr<OpArgs> args = ResolveArgs(*def, config.args);
     if (!args.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(context, args.status().message()));
+      return OpError(i, absl::StrCat(context, args.status().message()));
     }
     absl::StatusOr<std::unique_ptr<Op>> op = def->factory(*args);
     if (!op.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(context, op.status().message()));
+      return OpError(i, absl::StrCat(context, op.status().message()));
     }
     const OpStage stage = (*op)->stage();
+    if (StageOfKind(def->kind) != stage) {
+      // The registration and the op disagree: a bug, not a config mistake.
+      const std::string_view kind = OpKindName(def->kind);
+      return OpError(i,
+                     absl::StrCat(context, "registered as a ",
+                                  absl::string_view(kind.data(), kind.size()),
+                                  " op, but the op it builds runs elsewhere"),
+                     absl::StatusCode::kInternal);
+    }
     if (absl::string_view problem = OrderProblem(i, stage, previous);
         !problem.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(context, problem));
+      return OpError(i, absl::StrCat(context, problem));
     }
     previous = stage;
     const SizeEffect effect = (*op)->size_effect();
@@ -173,8 +215,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   SampleRng unused_rng(0, 0, 0);
   for (size_t i = sample_ops; i < ops->size(); ++i) {
     if (absl::Status s = (*ops)[i]->Apply(prototype, unused_rng); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(OpContext(name, i, configs[i]), s.message()));
+      return OpError(i,
+                     absl::StrCat(OpContext(name, i, configs[i]), s.message()));
     }
   }
   if (absl::Status s = PixelConverter::Check(prototype.format); !s.ok()) {

@@ -19,8 +19,10 @@
 #ifndef STOKER_SERVER_PIPELINE_PIPELINE_H_
 #define STOKER_SERVER_PIPELINE_PIPELINE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +39,13 @@
 #include "server/pipeline/tensor.h"
 
 namespace stoker::pipeline {
+
+// The Status payload, under this type URL, that Pipeline::Create puts on an
+// error caused by one op: the op's index in the config, in decimal.
+inline constexpr char kOpIndexPayload[] = "stoker.op_index";
+
+// The index in kOpIndexPayload, or nullopt when `status` has none.
+std::optional<size_t> FailedOpIndex(const absl::Status& status);
 
 // One op as the config loader read it: arguments type-checked against the
 // registry, defaults not yet filled. line is the YAML line, 0 if unknown.
@@ -98,6 +107,8 @@ class Pipeline {
   // fixed (the geometry ops must end with random_resized_crop, center_crop
   // or resize [h, w]). An image over `max_decode_pixels` (width x height,
   // read from its header; limits.max_decode_pixels) is DataLoss.
+  // An error that one op causes carries that op's index in `ops` (see
+  // FailedOpIndex), so the config loader can point at the op.
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
       std::string name, const std::vector<OpConfig>& ops,
       int64_t max_decode_pixels = kDefaultMaxDecodePixels);

@@ -1,5 +1,6 @@
 #include "server/pipeline/registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,67 @@ absl::StatusOr<ArgValue> Canonical(ArgType type, const ArgValue& value) {
   return mismatch();
 }
 
+// The numbers a canonical value holds, for range checks; empty for values
+// that are not numbers.
+std::vector<double> NumbersOf(const ArgValue& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    return {static_cast<double>(*i)};
+  }
+  if (const auto* d = std::get_if<double>(&value)) return {*d};
+  if (const auto* list = std::get_if<std::vector<double>>(&value)) {
+    return *list;
+  }
+  return {};
+}
+
+bool InRange(const ArgSpec& spec, double v) {
+  if (spec.min.has_value()) {
+    if (spec.min_exclusive ? !(v > *spec.min) : !(v >= *spec.min)) {
+      return false;
+    }
+  }
+  if (spec.max.has_value() && !(v <= *spec.max)) return false;
+  return true;
+}
+
+bool HasRange(const ArgSpec& spec) {
+  return spec.min.has_value() || spec.max.has_value();
+}
+
+bool IsNumeric(ArgType type) {
+  return type == ArgType::kInt || type == ArgType::kFloat ||
+         type == ArgType::kFloatList || type == ArgType::kIntOrPair;
+}
+
+// A Register check of one argument's declaration; empty when it is sound.
+std::string SpecProblem(const ArgSpec& arg) {
+  if (arg.name.empty()) return "an argument has no name";
+  const std::string quoted = absl::StrCat("'", arg.name, "'");
+  if (HasRange(arg) && !IsNumeric(arg.type)) {
+    return absl::StrCat(quoted, " has a range but is not a number");
+  }
+  if (arg.min.has_value() && arg.max.has_value() &&
+      !(arg.min_exclusive ? *arg.min < *arg.max : *arg.min <= *arg.max)) {
+    return absl::StrCat(quoted, " has an empty range ", RangeText(arg));
+  }
+  if (!arg.choices.empty() && arg.type != ArgType::kString) {
+    return absl::StrCat(quoted, " has choices but is not a string");
+  }
+  if (!arg.default_value.has_value()) return "";
+  if (arg.required) {
+    return absl::StrCat("required argument ", quoted, " has a default");
+  }
+  absl::StatusOr<ArgValue> value = Canonical(arg.type, *arg.default_value);
+  if (!value.ok()) {
+    return absl::StrCat("default of ", quoted, " is not ",
+                        std::string(ArgTypeName(arg.type)));
+  }
+  if (std::optional<ArgValueProblem> problem = CheckArgValue(arg, *value)) {
+    return absl::StrCat("default of ", quoted, " is not ", problem->expected);
+  }
+  return "";
+}
+
 bool IsOpName(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
@@ -84,6 +146,123 @@ std::string_view ArgTypeName(ArgType type) {
   return "unknown";
 }
 
+std::string_view OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kDecode:
+      return "decode";
+    case OpKind::kFields:
+      return "fields";
+    case OpKind::kGeometry:
+      return "geometry";
+    case OpKind::kPixel:
+      return "pixel";
+    case OpKind::kFormat:
+      return "format";
+    case OpKind::kTensor:
+      return "tensor";
+    case OpKind::kBatch:
+      return "batch";
+  }
+  return "unknown";
+}
+
+ArgSpec ArgSpec::Required(std::string name, ArgType type, std::string doc) {
+  ArgSpec spec;
+  spec.name = std::move(name);
+  spec.type = type;
+  spec.required = true;
+  spec.doc = std::move(doc);
+  return spec;
+}
+
+ArgSpec ArgSpec::Optional(std::string name, ArgType type,
+                          std::optional<ArgValue> default_value,
+                          std::string doc) {
+  ArgSpec spec;
+  spec.name = std::move(name);
+  spec.type = type;
+  spec.default_value = std::move(default_value);
+  spec.doc = std::move(doc);
+  return spec;
+}
+
+ArgSpec& ArgSpec::Between(double lo, double hi) {
+  min = lo;
+  max = hi;
+  min_exclusive = false;
+  return *this;
+}
+
+ArgSpec& ArgSpec::AtLeast(double lo) {
+  min = lo;
+  min_exclusive = false;
+  return *this;
+}
+
+ArgSpec& ArgSpec::Above(double lo) {
+  min = lo;
+  min_exclusive = true;
+  return *this;
+}
+
+ArgSpec& ArgSpec::AtMost(double hi) {
+  max = hi;
+  return *this;
+}
+
+ArgSpec& ArgSpec::OneOf(std::vector<std::string> values) {
+  choices = std::move(values);
+  return *this;
+}
+
+std::string RangeText(const ArgSpec& spec) {
+  if (spec.min.has_value() && spec.max.has_value()) {
+    return absl::StrCat(spec.min_exclusive ? "(" : "[", *spec.min, ", ",
+                        *spec.max, "]");
+  }
+  if (spec.min.has_value()) {
+    return absl::StrCat(spec.min_exclusive ? "> " : ">= ", *spec.min);
+  }
+  if (spec.max.has_value()) return absl::StrCat("<= ", *spec.max);
+  return "";
+}
+
+std::string ChoicesText(const ArgSpec& spec) {
+  const std::vector<std::string>& c = spec.choices;
+  if (c.size() <= 1) return c.empty() ? "" : c[0];
+  return absl::StrCat(absl::StrJoin(c.begin(), c.end() - 1, ", "), " or ",
+                      c.back());
+}
+
+std::optional<ArgValueProblem> CheckArgValue(const ArgSpec& spec,
+                                             const ArgValue& value) {
+  if (!spec.choices.empty()) {
+    const auto* s = std::get_if<std::string>(&value);
+    if (s != nullptr && std::find(spec.choices.begin(), spec.choices.end(),
+                                  *s) == spec.choices.end()) {
+      return ArgValueProblem{-1, ChoicesText(spec)};
+    }
+  }
+  if (!HasRange(spec)) return std::nullopt;
+  const std::vector<double> numbers = NumbersOf(value);
+  const bool is_list = std::holds_alternative<std::vector<double>>(value);
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    if (InRange(spec, numbers[i])) continue;
+    const std::string range = RangeText(spec);
+    const absl::string_view in =
+        spec.min.has_value() && spec.max.has_value() ? "in " : "";
+    if (is_list) {
+      return ArgValueProblem{static_cast<int>(i),
+                             absl::StrCat("values ", in, range)};
+    }
+    return ArgValueProblem{
+        -1,
+        absl::StrCat(spec.type == ArgType::kInt ? "an integer " : "a number ",
+                     in, range)};
+  }
+  return std::nullopt;
+}
+
 OpRegistry& OpRegistry::Global() {
   static OpRegistry* const registry = new OpRegistry();
   return *registry;
@@ -96,20 +275,24 @@ absl::Status OpRegistry::Register(OpDef def) {
   };
   if (!IsOpName(def.name)) return invalid("name must match [a-z0-9_]+");
   if (!def.factory) return invalid("no factory");
+  if (def.example.empty()) return invalid("no example");
+  if (def.binds_field) {
+    for (const ArgSpec& arg : def.args) {
+      if (arg.name == kFieldArg) {
+        return invalid("declares 'field' itself; binds_field adds it");
+      }
+    }
+    def.args.push_back(ArgSpec::Optional(kFieldArg, ArgType::kString,
+                                         ArgValue(std::string("image")),
+                                         "The record field the op works on."));
+  }
   std::set<std::string> names;
   for (const ArgSpec& arg : def.args) {
-    if (arg.name.empty()) return invalid("an argument has no name");
+    if (const std::string problem = SpecProblem(arg); !problem.empty()) {
+      return invalid(problem);
+    }
     if (!names.insert(arg.name).second) {
       return invalid(absl::StrCat("argument '", arg.name, "' twice"));
-    }
-    if (!arg.default_value.has_value()) continue;
-    if (arg.required) {
-      return invalid(
-          absl::StrCat("required argument '", arg.name, "' has a default"));
-    }
-    if (!Canonical(arg.type, *arg.default_value).ok()) {
-      return invalid(absl::StrCat("default of '", arg.name, "' is not ",
-                                  std::string(ArgTypeName(arg.type))));
     }
   }
   if (!def.scalar_arg.empty() && names.count(def.scalar_arg) == 0) {
@@ -174,6 +357,20 @@ absl::StatusOr<OpArgs> ResolveArgs(const OpDef& def, const OpArgs& given) {
       return absl::InvalidArgumentError(
           absl::StrCat("op '", def.name, "': argument '", spec.name, "' ",
                        value.status().message()));
+    }
+    if (std::optional<ArgValueProblem> problem = CheckArgValue(spec, *value)) {
+      const std::vector<double> numbers = NumbersOf(*value);
+      const std::string got =
+          problem->element >= 0 &&
+                  std::holds_alternative<std::vector<double>>(it->second)
+              ? absl::StrCat(numbers[problem->element], " at [",
+                             problem->element, "]")
+          : std::holds_alternative<std::string>(*value)
+              ? absl::StrCat("'", std::get<std::string>(*value), "'")
+              : absl::StrCat(numbers.empty() ? 0 : numbers[0]);
+      return absl::InvalidArgumentError(
+          absl::StrCat("op '", def.name, "': argument '", spec.name,
+                       "' expects ", problem->expected, ", got ", got));
     }
     resolved[spec.name] = *std::move(value);
   }

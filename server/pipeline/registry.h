@@ -1,10 +1,13 @@
-// The op registry: every op's name, documentation, arguments and factory.
+// The op registry: every op's name, kind, documentation, arguments (with
+// their types, defaults, ranges and choices), an example and its factory.
 //
 // An op registers itself from its own file in ops/ with one line,
 //   STOKER_REGISTER_OP(MakeRandomFlipDef);
-// where MakeRandomFlipDef() returns its OpDef. The config loader checks op
-// names and arguments against the registry (ResolveArgs) and reports
-// mistakes with their YAML line; Pipeline::Create builds ops from it.
+// where MakeRandomFlipDef() returns its OpDef. The declaration is the one
+// place an argument's rules live: the config loader checks values against
+// it and reports mistakes at their YAML line and column, ResolveArgs checks
+// the same rules for callers without a file, Pipeline::Create builds ops
+// from it, and `stokerd --help-config` prints it.
 //
 // Thread-safety: OpRegistry is thread-safe. Definitions are never removed,
 // so a pointer from Find stays valid as long as the registry.
@@ -45,20 +48,88 @@ enum class ArgType {
 // "bool", "int", "float", "string", "float list", "int or [h, w]".
 std::string_view ArgTypeName(ArgType type);
 
+// What an op works on, which fixes where it may stand in a pipeline
+// (docs/pipeline-design.md §3.1): decode and field selection, then
+// geometry, pixel, format, tensor and batch ops, in that order.
+enum class OpKind {
+  kDecode,
+  kFields,
+  kGeometry,
+  kPixel,
+  kFormat,
+  kTensor,
+  kBatch,
+};
+
+// "decode", "fields", "geometry", "pixel", "format", "tensor", "batch".
+std::string_view OpKindName(OpKind kind);
+
 struct ArgSpec {
   std::string name;
   ArgType type = ArgType::kInt;
   bool required = false;
   std::optional<ArgValue> default_value;  // Only for optional args.
-  std::string doc;
+  std::string doc;                        // One line.
+  // Bounds on a number, or on each number of a list or pair (kInt, kFloat,
+  // kFloatList, kIntOrPair); inclusive unless marked exclusive.
+  std::optional<double> min, max;
+  bool min_exclusive = false;
+  // The values a kString may take, in the order --help-config lists them;
+  // empty: any string.
+  std::vector<std::string> choices;
+
+  // Builders, so that a declaration reads as one line per argument:
+  //   ArgSpec::Optional("p", ArgType::kFloat, 0.5, "...").Between(0, 1)
+  static ArgSpec Required(std::string name, ArgType type, std::string doc);
+  static ArgSpec Optional(std::string name, ArgType type,
+                          std::optional<ArgValue> default_value,
+                          std::string doc);
+  ArgSpec& Between(double lo, double hi);  // lo <= v <= hi.
+  ArgSpec& AtLeast(double lo);             // lo <= v.
+  ArgSpec& Above(double lo);               // lo < v.
+  ArgSpec& AtMost(double hi);              // v <= hi.
+  ArgSpec& OneOf(std::vector<std::string> values);
 };
+
+// The range of `spec` as --help-config and messages write it: "[0, 1]",
+// "(0, 1]", ">= 1", "> 0", "<= 8"; empty when it has none.
+std::string RangeText(const ArgSpec& spec);
+
+// The choices of `spec` as messages write them: "chw or hwc",
+// "float32, float16 or uint8"; empty when it has none.
+std::string ChoicesText(const ArgSpec& spec);
+
+// Why a value of the right type breaks the range or choices of its spec.
+struct ArgValueProblem {
+  // The offending element of a list or pair; -1 for a scalar value.
+  int element = -1;
+  // What was allowed, to follow "expected": "a number in [0, 1]",
+  // "values > 0" (for a list or pair), "chw or hwc".
+  std::string expected;
+};
+
+// Checks `value`, in the canonical form of spec.type (see ResolveArgs),
+// against spec's range and choices; nullopt when it keeps to them.
+std::optional<ArgValueProblem> CheckArgValue(const ArgSpec& spec,
+                                             const ArgValue& value);
 
 using OpArgs = std::map<std::string, ArgValue>;
 
+// The argument a field-binding op gets from the registry (binds_field).
+inline constexpr char kFieldArg[] = "field";
+
 struct OpDef {
   std::string name;
+  OpKind kind = OpKind::kGeometry;
   std::string doc;
   std::vector<ArgSpec> args;
+  // The op works on one record field, named by an argument `field` (default
+  // "image") that Register adds with one shared doc; the op must not
+  // declare it itself.
+  bool binds_field = false;
+  // One pipeline step using the op, as it is written in YAML, e.g.
+  // "random_flip: {p: 0.5}". --help-config prints it and a test loads it.
+  std::string example;
   // The arg that a YAML scalar fills (`- layout: chw` sets layout's
   // "value"); empty when the op takes no scalar form.
   std::string scalar_arg;
@@ -77,8 +148,10 @@ class OpRegistry {
   static OpRegistry& Global();
 
   // AlreadyExists when an op of that name is registered; InvalidArgument
-  // for a malformed definition (no name or factory, duplicate arg names, a
-  // default of the wrong type or on a required arg, an unknown scalar_arg).
+  // for a malformed definition (no name, factory or example, duplicate arg
+  // names, a default of the wrong type, out of its range or on a required
+  // arg, a range on a non-number or choices on a non-string, an unknown
+  // scalar_arg, a `field` argument declared beside binds_field).
   absl::Status Register(OpDef def) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The definition named `name`, or null.
@@ -95,7 +168,8 @@ class OpRegistry {
 
 // Checks `given` against def.args and returns the complete argument set:
 // InvalidArgument naming the op and the argument for an unknown name, a
-// missing required argument or a value of the wrong type. Ints given for
+// missing required argument, a value of the wrong type or one outside the
+// argument's range or choices (CheckArgValue). Ints given for
 // floats become doubles, an int for kIntOrPair becomes a one-element list,
 // and defaults fill the optional arguments that were not given.
 absl::StatusOr<OpArgs> ResolveArgs(const OpDef& def, const OpArgs& given);

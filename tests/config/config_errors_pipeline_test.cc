@@ -1,6 +1,7 @@
-// Invalid configs, their pipelines: unknown ops, bad arguments, steps out of
-// order. Each is rejected with InvalidArgument and a message
-// "stoker.yaml:LINE:COL: what was wrong; what was expected".
+// Invalid configs, their pipelines: unknown ops, bad arguments (of the wrong
+// type, out of range, not among the choices), steps out of order. Each is
+// rejected with InvalidArgument and a message "stoker.yaml:LINE:COL: what was
+// wrong; what was expected".
 
 #include <string>
 
@@ -214,8 +215,8 @@ pipelines:
 }
 
 TEST_F(ConfigErrorTest, PipelineRejectedByCreateIsPrefixedWithItsLine) {
-  // Types are right, so the registry check passes; a negative size is for
-  // the op itself to refuse.
+  // Each op reads, so the registry check passes; that the output size is
+  // not fixed is for Create to see, and no one op is to blame.
   const std::string message = Error(R"(
 listen: {unix: s.sock}
 datasets: {d: {path: $D}}
@@ -225,15 +226,35 @@ pipelines:
     - center_crop: {size: 8}
   val:
     - decode_jpeg
-    - resize: {size: -1}
+    - resize: {size: 8}
 )");
   EXPECT_THAT(message, StartsWith("stoker.yaml:8:3: pipeline 'val'"));
-  EXPECT_THAT(message, HasSubstr("resize"));
+  EXPECT_THAT(message, HasSubstr("output size is not fixed"));
   EXPECT_THAT(message, Not(HasSubstr("pipeline 'val': pipeline 'val'")));
   EXPECT_THAT(message, Not(HasSubstr("\n")));
 }
 
-TEST_F(ConfigErrorTest, PipelineWithOpsOutOfOrderIsRejectedByCreate) {
+TEST_F(ConfigErrorTest, OpErrorFromCreateIsReportedAtThatOp) {
+  // Each argument is valid alone; mean without std is for the op's
+  // factory to refuse, and Create says which op it was.
+  const std::string message = Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - center_crop: {size: 8}
+  val:
+    - decode_jpeg
+    - normalize: {mean: [0.5, 0.5, 0.5]}
+)");
+  EXPECT_THAT(message, StartsWith("stoker.yaml:10:7: pipeline 'val': op[1] "
+                                  "'normalize'"));
+  EXPECT_THAT(message, HasSubstr("'mean' and 'std' go together"));
+  EXPECT_THAT(message, Not(HasSubstr("pipeline 'val': pipeline 'val'")));
+}
+
+TEST_F(ConfigErrorTest, PipelineWithOpsOutOfOrderIsRejectedAtTheOp) {
   EXPECT_THAT(Error(R"(
 listen: {unix: s.sock}
 datasets: {d: {path: $D}}
@@ -242,7 +263,73 @@ pipelines:
     - center_crop: {size: 8}
     - decode_jpeg
 )"),
-              StartsWith("stoker.yaml:5:3: pipeline 'train'"));
+              StartsWith("stoker.yaml:6:7: pipeline 'train': op[0] "
+                         "'center_crop'"));
+}
+
+TEST_F(ConfigErrorTest, ValueOutOfRangeIsRefusedAtItsColumnWithTheRange) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - random_flip: {p: 1.5}
+    - center_crop: {size: 8}
+)"),
+            "stoker.yaml:7:24: argument 'p' of op 'random_flip' in pipeline "
+            "'train': expected a number in [0, 1], got '1.5'");
+}
+
+TEST_F(ConfigErrorTest, NegativeSizeIsRefusedAtTheValueWithItsRange) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - resize: {size: -1}
+)"),
+            "stoker.yaml:7:22: argument 'size' of op 'resize' in pipeline "
+            "'train': expected values in [1, 16384], got '-1'");
+}
+
+TEST_F(ConfigErrorTest, ListElementOutOfRangeIsRefusedAtTheElement) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - random_resized_crop: {size: 8, scale: [0.5, 1.5]}
+)"),
+            "stoker.yaml:7:51: argument 'scale' of op 'random_resized_crop' "
+            "in pipeline 'train': expected values in (0, 1], got '1.5'");
+}
+
+TEST_F(ConfigErrorTest, ValueNotAmongTheChoicesIsRefusedListingThem) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - center_crop: {size: 8}
+    - layout: nhwc
+)"),
+            "stoker.yaml:8:15: argument 'value' of op 'layout' in pipeline "
+            "'train': expected chw or hwc, got 'nhwc'");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - center_crop: {size: 8}
+    - normalize: {dtype: int8}
+)"),
+            "stoker.yaml:8:26: argument 'dtype' of op 'normalize' in pipeline "
+            "'train': expected float32, float16 or uint8, got 'int8'");
 }
 
 }  // namespace

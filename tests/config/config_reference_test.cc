@@ -1,5 +1,7 @@
 #include "server/config/config_reference.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -8,7 +10,10 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/config/config_loader.h"
+#include "server/config/op_config_reader.h"
 #include "server/pipeline/registry.h"
+#include "tests/config/config_test_util.h"
 
 namespace stoker::config {
 namespace {
@@ -78,6 +83,116 @@ TEST(ConfigReferenceTest, ListsEveryRegisteredOp) {
   for (const std::string& name : names) {
     EXPECT_THAT(reference, HasSubstr(absl::StrCat("| `", name, "` | ")));
   }
+}
+
+// The row of op `name` in the reference's op table, or "" if none.
+std::string OpRow(const std::string& reference, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(reference, '\n')) {
+    if (absl::StartsWith(line, absl::StrCat("| `", name, "` | "))) {
+      return std::string(line);
+    }
+  }
+  return "";
+}
+
+// Iterates the registry, so an op added later is checked without editing
+// this test.
+TEST(ConfigReferenceTest, ListsEachOpsKindArgumentsRangesAndExample) {
+  const std::string reference = ConfigReference();
+  const pipeline::OpRegistry& registry = pipeline::OpRegistry::Global();
+  for (const std::string& name : registry.Names()) {
+    const pipeline::OpDef* def = registry.Find(name);
+    ASSERT_NE(def, nullptr);
+    const std::string row = OpRow(reference, name);
+    ASSERT_FALSE(row.empty()) << name;
+    const std::string_view kind = pipeline::OpKindName(def->kind);
+    EXPECT_THAT(row, StartsWith(absl::StrCat("| `", name, "` | ",
+                                             std::string(kind), " | ")));
+    EXPECT_THAT(row, HasSubstr(absl::StrCat("`", def->example, "`")));
+    EXPECT_THAT(row, HasSubstr(def->doc));
+    for (const pipeline::ArgSpec& spec : def->args) {
+      const std::string_view type = pipeline::ArgTypeName(spec.type);
+      EXPECT_THAT(row, HasSubstr(absl::StrCat("`", spec.name,
+                                              "`: ", std::string(type))))
+          << name;
+      EXPECT_THAT(row, HasSubstr(spec.doc)) << name << "." << spec.name;
+      if (spec.default_value.has_value()) {
+        EXPECT_THAT(row,
+                    HasSubstr(absl::StrCat(
+                        " = ", internal::FormatArgValue(*spec.default_value))))
+            << name << "." << spec.name;
+      }
+      if (spec.required) EXPECT_THAT(row, HasSubstr(", required"));
+      if (!pipeline::RangeText(spec).empty()) {
+        EXPECT_THAT(row, HasSubstr(pipeline::RangeText(spec)))
+            << name << "." << spec.name;
+      }
+      for (const std::string& choice : spec.choices) {
+        EXPECT_THAT(row, HasSubstr(choice)) << name << "." << spec.name;
+      }
+    }
+  }
+}
+
+// The pipeline an op's example is tried in: decode ops first, format ops
+// after the geometry, so that Create accepts it; empty for kinds that no
+// pipeline can run yet.
+std::string PipelineAround(const pipeline::OpDef& def) {
+  const std::string step = absl::StrCat("    - ", def.example, "\n");
+  switch (def.kind) {
+    case pipeline::OpKind::kDecode:
+      return absl::StrCat(step, "    - center_crop: {size: 8}\n");
+    case pipeline::OpKind::kGeometry:
+      return absl::StrCat("    - decode_jpeg\n", step,
+                          "    - center_crop: {size: 8}\n");
+    case pipeline::OpKind::kFormat:
+      return absl::StrCat("    - decode_jpeg\n    - center_crop: {size: 8}\n",
+                          step);
+    default:
+      return "";
+  }
+}
+
+TEST(ConfigReferenceTest, EveryOpsExampleLoads) {
+  testing::TempDir dir;
+  dir.MakeDir("d");
+  const pipeline::OpRegistry& registry = pipeline::OpRegistry::Global();
+  for (const std::string& name : registry.Names()) {
+    const pipeline::OpDef* def = registry.Find(name);
+    ASSERT_NE(def, nullptr);
+    const std::string steps = PipelineAround(*def);
+    if (steps.empty()) {
+      ADD_FAILURE() << name << " is of kind "
+                    << std::string(pipeline::OpKindName(def->kind))
+                    << ": teach PipelineAround where it stands";
+      continue;
+    }
+    const std::string yaml = absl::StrCat(
+        "listen: {unix: s.sock}\ndatasets: {d: {path: ",
+        (dir.path() / "d").string(), "}}\npipelines:\n  p:\n", steps);
+    const absl::StatusOr<ServerOptions> options =
+        LoadConfigString(yaml, "stoker.yaml");
+    EXPECT_TRUE(options.ok()) << name << ": " << options.status() << "\n"
+                              << yaml;
+  }
+}
+
+// README.md's op table is what --help-config prints: a change to an op's
+// declaration must be copied there (`stokerd --help-config`).
+TEST(ConfigReferenceTest, ReadmeHasTheOpTableThatHelpConfigPrints) {
+  const std::string reference = ConfigReference();
+  const size_t start = reference.find("| op | kind |");
+  ASSERT_NE(start, std::string::npos);
+  const std::string table = reference.substr(start);
+
+  std::ifstream file(std::string(STOKER_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(file.good()) << "cannot read README.md";
+  std::stringstream readme;
+  readme << file.rdbuf();
+  EXPECT_THAT(readme.str(), HasSubstr(table))
+      << "README.md's op table differs from `stokerd --help-config`; "
+         "replace it with:\n"
+      << table;
 }
 
 }  // namespace

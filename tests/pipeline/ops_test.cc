@@ -80,7 +80,8 @@ TEST(OpArgsTest, NormalizeRejectsNonPositiveStdAndMeanOnUint8) {
   EXPECT_THAT(MakeOp("normalize",
                      {{"mean", Floats{0, 0, 0}}, {"std", Floats{1, 0, 1}}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("std[1] must be positive")));
+                       HasSubstr("argument 'std' expects values > 0, got 0 "
+                                 "at [1]")));
   EXPECT_THAT(MakeOp("normalize", {{"mean", Floats{0.5, 0.5, 0.5}},
                                    {"std", Floats{1, 1, 1}},
                                    {"dtype", std::string("uint8")}}),
@@ -88,6 +89,21 @@ TEST(OpArgsTest, NormalizeRejectsNonPositiveStdAndMeanOnUint8) {
                        HasSubstr("uint8 passes pixels through")));
   EXPECT_THAT(MakeOp("normalize", {{"dtype", std::string("uint8")}}), IsOk());
   EXPECT_THAT(MakeOp("normalize", {}), IsOk());
+}
+
+TEST(OpArgsTest, OpsDeclareTheirKinds) {
+  const auto kind = [](const std::string& name) {
+    const OpDef* def = OpRegistry::Global().Find(name);
+    EXPECT_NE(def, nullptr) << name;
+    return def == nullptr ? OpKind::kBatch : def->kind;
+  };
+  EXPECT_EQ(kind("decode_jpeg"), OpKind::kDecode);
+  for (const char* name :
+       {"center_crop", "random_flip", "random_resized_crop", "resize"}) {
+    EXPECT_EQ(kind(name), OpKind::kGeometry) << name;
+  }
+  EXPECT_EQ(kind("normalize"), OpKind::kFormat);
+  EXPECT_EQ(kind("layout"), OpKind::kFormat);
 }
 
 TEST(OpArgsTest, OpsDeclareTheirStages) {

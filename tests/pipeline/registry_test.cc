@@ -1,6 +1,8 @@
 #include "server/pipeline/registry.h"
 
+#include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +38,30 @@ OpDef TestDef(std::string name) {
       {"size", ArgType::kIntOrPair, false, std::nullopt, "Optional size."},
       {"mode", ArgType::kString, false, std::nullopt, "Optional string."},
   };
+  def.example = "t: {count: 1}";
   def.factory = [](const OpArgs&) -> absl::StatusOr<std::unique_ptr<Op>> {
     return std::make_unique<NothingOp>();
+  };
+  return def;
+}
+
+// TestDef with declared ranges and choices.
+OpDef BoundedDef() {
+  OpDef def = TestDef("bounded");
+  def.args = {
+      ArgSpec::Optional("p", ArgType::kFloat, ArgValue(0.5), "A probability.")
+          .Between(0, 1),
+      ArgSpec::Optional("n", ArgType::kInt, std::nullopt, "At least 2.")
+          .AtLeast(2),
+      ArgSpec::Optional("scale", ArgType::kFloatList, std::nullopt,
+                        "Positive fractions.")
+          .Above(0)
+          .AtMost(1),
+      ArgSpec::Optional("size", ArgType::kIntOrPair, std::nullopt, "Sides.")
+          .Between(1, 64),
+      ArgSpec::Optional("mode", ArgType::kString, ArgValue(std::string("a")),
+                        "A mode.")
+          .OneOf({"a", "b", "c"}),
   };
   return def;
 }
@@ -95,7 +119,107 @@ TEST(OpRegistryTest, RejectsMalformedDefinitions) {
   EXPECT_THAT(registry.Register(bad_scalar),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("scalar_arg 'value'")));
+
+  OpDef no_example = TestDef("no_example");
+  no_example.example.clear();
+  EXPECT_THAT(
+      registry.Register(no_example),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no example")));
   EXPECT_TRUE(registry.Names().empty());
+}
+
+TEST(OpRegistryTest, RejectsUnsoundRangesAndChoices) {
+  OpRegistry registry;
+  const auto rejects = [&](OpDef def, const std::string& why) {
+    EXPECT_THAT(registry.Register(std::move(def)),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(why)));
+  };
+  OpDef range_on_string = BoundedDef();
+  range_on_string.args[4].Between(0, 1);
+  rejects(range_on_string, "'mode' has a range but is not a number");
+
+  OpDef choices_on_float = BoundedDef();
+  choices_on_float.args[0].OneOf({"x"});
+  rejects(choices_on_float, "'p' has choices but is not a string");
+
+  OpDef empty_range = BoundedDef();
+  empty_range.args[0].Between(1, 0);
+  rejects(empty_range, "'p' has an empty range [1, 0]");
+  empty_range.args[0].Above(1).AtMost(1);
+  rejects(empty_range, "'p' has an empty range (1, 1]");
+
+  OpDef default_outside = BoundedDef();
+  default_outside.args[0].default_value = ArgValue(1.5);
+  rejects(default_outside, "default of 'p' is not a number in [0, 1]");
+
+  OpDef default_not_a_choice = BoundedDef();
+  default_not_a_choice.args[4].default_value = ArgValue(std::string("d"));
+  rejects(default_not_a_choice, "default of 'mode' is not a, b or c");
+
+  OpDef own_field = TestDef("own_field");
+  own_field.binds_field = true;
+  own_field.args.push_back(ArgSpec::Optional(
+      "field", ArgType::kString, std::nullopt, "Declared by hand."));
+  rejects(own_field, "binds_field adds it");
+  EXPECT_TRUE(registry.Names().empty());
+}
+
+TEST(OpRegistryTest, BindsFieldAddsAFieldArgumentDefaultingToImage) {
+  OpRegistry registry;
+  OpDef def = TestDef("binder");
+  def.binds_field = true;
+  ASSERT_THAT(registry.Register(def), IsOk());
+  const OpDef* registered = registry.Find("binder");
+  ASSERT_NE(registered, nullptr);
+  ASSERT_EQ(registered->args.size(), def.args.size() + 1);
+  const ArgSpec& field = registered->args.back();
+  EXPECT_EQ(field.name, "field");
+  EXPECT_EQ(field.type, ArgType::kString);
+  EXPECT_EQ(field.default_value, ArgValue(std::string("image")));
+  absl::StatusOr<OpArgs> args =
+      ResolveArgs(*registered, {{"count", int64_t{1}}});
+  ASSERT_THAT(args, IsOk());
+  EXPECT_EQ(*FindArg<std::string>(*args, "field"), "image");
+}
+
+TEST(ArgSpecTest, WritesRangesAndChoicesAsMessagesDo) {
+  const OpDef def = BoundedDef();
+  EXPECT_EQ(RangeText(def.args[0]), "[0, 1]");
+  EXPECT_EQ(RangeText(def.args[1]), ">= 2");
+  EXPECT_EQ(RangeText(def.args[2]), "(0, 1]");
+  EXPECT_EQ(RangeText(ArgSpec().Above(0)), "> 0");
+  EXPECT_EQ(RangeText(ArgSpec().AtMost(8)), "<= 8");
+  EXPECT_EQ(RangeText(def.args[4]), "");
+  EXPECT_EQ(ChoicesText(def.args[4]), "a, b or c");
+  EXPECT_EQ(ChoicesText(ArgSpec().OneOf({"chw", "hwc"})), "chw or hwc");
+  EXPECT_EQ(ChoicesText(def.args[0]), "");
+}
+
+TEST(ArgSpecTest, CheckArgValueNamesTheElementAndWhatWasAllowed) {
+  const OpDef def = BoundedDef();
+  EXPECT_FALSE(CheckArgValue(def.args[0], ArgValue(1.0)).has_value());
+  std::optional<ArgValueProblem> problem =
+      CheckArgValue(def.args[0], ArgValue(1.5));
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->element, -1);
+  EXPECT_EQ(problem->expected, "a number in [0, 1]");
+
+  problem = CheckArgValue(def.args[1], ArgValue(int64_t{1}));
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->expected, "an integer >= 2");
+
+  problem = CheckArgValue(def.args[2], ArgValue(std::vector<double>{1, 0}));
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->element, 1);
+  EXPECT_EQ(problem->expected, "values in (0, 1]");
+
+  problem = CheckArgValue(def.args[4], ArgValue(std::string("d")));
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->expected, "a, b or c");
+  EXPECT_FALSE(
+      CheckArgValue(def.args[4], ArgValue(std::string("b"))).has_value());
+  // NaN is in no range.
+  EXPECT_TRUE(CheckArgValue(def.args[0], ArgValue(std::nan(""))).has_value());
 }
 
 // Nothing in this test binary refers to the ops' files: they are only
@@ -129,6 +253,30 @@ TEST(ResolveArgsTest, FillsDefaultsAndCanonicalizesTypes) {
   args = ResolveArgs(def, {{"count", int64_t{1}}, {"gain", int64_t{2}}});
   ASSERT_THAT(args, IsOk());
   EXPECT_EQ(*FindArg<double>(*args, "gain"), 2.0);
+}
+
+TEST(ResolveArgsTest, RejectsValuesOutsideTheirRangeOrChoices) {
+  const OpDef def = BoundedDef();
+  EXPECT_THAT(ResolveArgs(def, {{"p", 1.5}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("op 'bounded': argument 'p' expects a number "
+                                 "in [0, 1], got 1.5")));
+  EXPECT_THAT(ResolveArgs(def, {{"scale", std::vector<double>{0.5, 0}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("argument 'scale' expects values in (0, 1], "
+                                 "got 0 at [1]")));
+  EXPECT_THAT(ResolveArgs(def, {{"size", int64_t{0}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("argument 'size' expects values in [1, 64], "
+                                 "got 0")));
+  EXPECT_THAT(ResolveArgs(def, {{"mode", std::string("z")}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("argument 'mode' expects a, b or c, got "
+                                 "'z'")));
+  EXPECT_THAT(ResolveArgs(def, {{"p", int64_t{1}},
+                                {"size", std::vector<double>{1, 64}},
+                                {"mode", std::string("c")}}),
+              IsOk());
 }
 
 TEST(ResolveArgsTest, RejectsUnknownMissingAndMistypedArguments) {

@@ -41,9 +41,14 @@ class CenterCropOp final : public Op {
 OpDef MakeCenterCropDef() {
   OpDef def;
   def.name = "center_crop";
-  def.doc = "Crops the centre of the image: n gives n x n, or [h, w].";
-  def.args = {{"size", ArgType::kIntOrPair, true, std::nullopt,
-               "Crop side, or [height, width]."}};
+  def.kind = OpKind::kGeometry;
+  def.doc =
+      "Crops the centre of the image: n gives n x n, or [h, w]. A crop "
+      "larger than the image is padded with zeros, as torchvision's.";
+  def.args = {ArgSpec::Required("size", ArgType::kIntOrPair,
+                                "Crop side, or [height, width].")
+                  .Between(1, kMaxImageSide)};
+  def.example = "center_crop: {size: 224}";
   def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
     absl::StatusOr<std::vector<int>> size =
         ParseSizeArg("center_crop", "size", args);

@@ -25,10 +25,13 @@ class DecodeJpegOp final : public Op {
 OpDef MakeDecodeJpegDef() {
   OpDef def;
   def.name = "decode_jpeg";
+  def.kind = OpKind::kDecode;
   def.doc =
       "Decodes a JPEG to RGB (grayscale and CMYK are converted). Must be the "
       "first op. Only the part of the image that the later ops keep is "
-      "decoded, at the smallest DCT scale that covers the output size.";
+      "decoded, at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that covers "
+      "the output size.";
+  def.example = "decode_jpeg";
   def.factory = [](const OpArgs&) -> absl::StatusOr<std::unique_ptr<Op>> {
     return std::make_unique<DecodeJpegOp>();
   };

@@ -3,7 +3,6 @@
 
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "server/pipeline/op.h"
 
 namespace stoker::pipeline {
@@ -27,15 +26,18 @@ class LayoutOp final : public Op {
 OpDef MakeLayoutDef() {
   OpDef def;
   def.name = "layout";
+  def.kind = OpKind::kFormat;
   def.doc = "Sets the image layout: chw (channels first) or hwc.";
-  def.args = {{"value", ArgType::kString, true, std::nullopt, "chw or hwc."}};
+  def.args = {ArgSpec::Required("value", ArgType::kString,
+                                "Order of the image tensor's dimensions.")
+                  .OneOf({"chw", "hwc"})};
   def.scalar_arg = "value";
+  def.example = "layout: chw";
   def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
+    // ResolveArgs let only the declared choices through.
     const std::string& value = *FindArg<std::string>(args, "value");
-    if (value == "chw") return std::make_unique<LayoutOp>(Layout::kChw);
-    if (value == "hwc") return std::make_unique<LayoutOp>(Layout::kHwc);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "op 'layout': value must be chw or hwc, not '", value, "'"));
+    return std::make_unique<LayoutOp>(value == "chw" ? Layout::kChw
+                                                     : Layout::kHwc);
   };
   return def;
 }

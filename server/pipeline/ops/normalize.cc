@@ -39,12 +39,9 @@ absl::StatusOr<std::unique_ptr<Op>> MakeNormalize(const OpArgs& args) {
     format.dtype = DType::kFloat32;
   } else if (dtype == "float16") {
     format.dtype = DType::kFloat16;
-  } else if (dtype == "uint8") {
-    format.dtype = DType::kUint8;
   } else {
-    return Invalid(absl::StrCat(
-        "argument 'dtype' must be float32, float16 or uint8, not '", dtype,
-        "'"));
+    // ResolveArgs let only the declared choices through.
+    format.dtype = DType::kUint8;
   }
   const auto* mean = FindArg<std::vector<double>>(args, "mean");
   const auto* std = FindArg<std::vector<double>>(args, "std");
@@ -69,17 +66,26 @@ absl::StatusOr<std::unique_ptr<Op>> MakeNormalize(const OpArgs& args) {
 OpDef MakeNormalizeDef() {
   OpDef def;
   def.name = "normalize";
+  def.kind = OpKind::kFormat;
   def.doc =
       "Sets the image dtype; float outputs are (x / 255 - mean) / std per "
       "channel, as torchvision's ToTensor and Normalize.";
   def.args = {
-      {"mean", ArgType::kFloatList, false, std::nullopt,
-       "Per-channel mean (R, G, B) on the 0-1 scale."},
-      {"std", ArgType::kFloatList, false, std::nullopt,
-       "Per-channel standard deviation (R, G, B), positive."},
-      {"dtype", ArgType::kString, false, ArgValue(std::string("float32")),
-       "float32, float16 or uint8 (pixels unchanged)."},
+      ArgSpec::Optional("mean", ArgType::kFloatList, std::nullopt,
+                        "Per-channel mean (R, G, B) on the 0-1 scale; "
+                        "with std."),
+      ArgSpec::Optional("std", ArgType::kFloatList, std::nullopt,
+                        "Per-channel standard deviation (R, G, B); with "
+                        "mean.")
+          .Above(0),
+      ArgSpec::Optional("dtype", ArgType::kString,
+                        ArgValue(std::string("float32")),
+                        "Output dtype; uint8 passes the pixels through and "
+                        "takes no mean or std.")
+          .OneOf({"float32", "float16", "uint8"}),
   };
+  def.example =
+      "normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}";
   def.factory = MakeNormalize;
   return def;
 }

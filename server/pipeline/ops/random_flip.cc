@@ -3,7 +3,6 @@
 
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "server/pipeline/op.h"
 
 namespace stoker::pipeline {
@@ -27,16 +26,14 @@ class RandomFlipOp final : public Op {
 OpDef MakeRandomFlipDef() {
   OpDef def;
   def.name = "random_flip";
+  def.kind = OpKind::kGeometry;
   def.doc = "Flips the image horizontally with probability p.";
-  def.args = {{"p", ArgType::kFloat, false, ArgValue(0.5),
-               "Probability of a flip, in [0, 1]."}};
+  def.args = {ArgSpec::Optional("p", ArgType::kFloat, ArgValue(0.5),
+                                "Probability of a flip.")
+                  .Between(0, 1)};
+  def.example = "random_flip: {p: 0.5}";
   def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
-    const double p = *FindArg<double>(args, "p");
-    if (!(p >= 0.0 && p <= 1.0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "op 'random_flip': argument 'p' must be in [0, 1], not ", p));
-    }
-    return std::make_unique<RandomFlipOp>(p);
+    return std::make_unique<RandomFlipOp>(*FindArg<double>(args, "p"));
   };
   return def;
 }

@@ -73,15 +73,14 @@ class RandomResizedCropOp final : public Op {
   const double log_ratio_[2];
 };
 
-// InvalidArgument unless `range` is [lo, hi] with 0 < lo <= hi <= hi_max.
-absl::Status CheckRange(absl::string_view arg, const std::vector<double>& range,
-                        double hi_max) {
-  if (range.size() != 2 || !(range[0] > 0.0) || !(range[0] <= range[1]) ||
-      !(range[1] <= hi_max)) {
+// InvalidArgument unless `range` is [lo, hi] with lo <= hi; the bounds on
+// each value are declared with the argument.
+absl::Status CheckRange(absl::string_view arg,
+                        const std::vector<double>& range) {
+  if (range.size() != 2 || !(range[0] <= range[1])) {
     return absl::InvalidArgumentError(
         absl::StrCat("op 'random_resized_crop': argument '", arg,
-                     "' must be [lo, hi] with 0 < lo <= hi",
-                     std::isinf(hi_max) ? "" : absl::StrCat(" <= ", hi_max)));
+                     "' must be [lo, hi] with lo <= hi"));
   }
   return absl::OkStatus();
 }
@@ -89,30 +88,36 @@ absl::Status CheckRange(absl::string_view arg, const std::vector<double>& range,
 OpDef MakeRandomResizedCropDef() {
   OpDef def;
   def.name = "random_resized_crop";
+  def.kind = OpKind::kGeometry;
   def.doc =
       "Crops a random area (fraction `scale` of the image, aspect ratio "
       "log-uniform in `ratio`) and resizes it to `size`, as torchvision's "
-      "RandomResizedCrop.";
+      "RandomResizedCrop: 10 tries, then a centre crop.";
   def.args = {
-      {"size", ArgType::kIntOrPair, true, std::nullopt,
-       "Output side, or [height, width]."},
-      {"scale", ArgType::kFloatList, false,
-       ArgValue(std::vector<double>{0.08, 1.0}),
-       "Range of the crop's area as a fraction of the image's."},
-      {"ratio", ArgType::kFloatList, false,
-       ArgValue(std::vector<double>{3.0 / 4.0, 4.0 / 3.0}),
-       "Range of the crop's aspect ratio (width / height)."},
+      ArgSpec::Required("size", ArgType::kIntOrPair,
+                        "Output side, or [height, width].")
+          .Between(1, kMaxImageSide),
+      ArgSpec::Optional("scale", ArgType::kFloatList,
+                        ArgValue(std::vector<double>{0.08, 1.0}),
+                        "[lo, hi]: range of the crop's area as a fraction of "
+                        "the image's.")
+          .Above(0)
+          .AtMost(1),
+      ArgSpec::Optional("ratio", ArgType::kFloatList,
+                        ArgValue(std::vector<double>{3.0 / 4.0, 4.0 / 3.0}),
+                        "[lo, hi]: range of the crop's aspect ratio (width / "
+                        "height).")
+          .Above(0),
   };
+  def.example = "random_resized_crop: {size: 224, scale: [0.08, 1]}";
   def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
     absl::StatusOr<std::vector<int>> size =
         ParseSizeArg("random_resized_crop", "size", args);
     if (!size.ok()) return size.status();
     const auto& scale = *FindArg<std::vector<double>>(args, "scale");
     const auto& ratio = *FindArg<std::vector<double>>(args, "ratio");
-    if (absl::Status s = CheckRange("scale", scale, 1.0); !s.ok()) return s;
-    if (absl::Status s = CheckRange("ratio", ratio, HUGE_VAL); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = CheckRange("scale", scale); !s.ok()) return s;
+    if (absl::Status s = CheckRange("ratio", ratio); !s.ok()) return s;
     return std::make_unique<RandomResizedCropOp>(size->front(), size->back(),
                                                  scale, ratio);
   };

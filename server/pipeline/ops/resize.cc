@@ -46,11 +46,14 @@ class ResizeOp final : public Op {
 OpDef MakeResizeDef() {
   OpDef def;
   def.name = "resize";
+  def.kind = OpKind::kGeometry;
   def.doc =
       "Resizes the image: n sets the shorter side to n keeping the aspect "
       "ratio; [h, w] sets the size exactly.";
-  def.args = {{"size", ArgType::kIntOrPair, true, std::nullopt,
-               "Shorter side, or [height, width]."}};
+  def.args = {ArgSpec::Required("size", ArgType::kIntOrPair,
+                                "Shorter side, or [height, width].")
+                  .Between(1, kMaxImageSide)};
+  def.example = "resize: {size: 256}";
   def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
     absl::StatusOr<std::vector<int>> size =
         ParseSizeArg("resize", "size", args);
