@@ -72,14 +72,15 @@ TEST_F(DatasetTest, ReturnsNotFoundForAnIdOutOfRange) {
             "NOT_FOUND: dataset 'test': sample id 12 out of range [0, 12)");
 }
 
-TEST_F(DatasetTest, ReturnsTheCallbacksStatus) {
+TEST_F(DatasetTest, ReturnsTheCallbacksStatusNamingShardAndKey) {
   std::unique_ptr<Dataset> ds = OpenOrDie();
   ASSERT_NE(ds, nullptr);
-  EXPECT_EQ(
-      ds->Read(0,
-               [](const RecordView&) { return absl::CancelledError("stop"); })
-          .ToString(),
-      "CANCELLED: stop");
+  const absl::Status s = ds->Read(
+      0, [](const RecordView&) { return absl::CancelledError("stop"); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::MatchesRegex("dataset '[^']+': shard shard-[0-9]+"
+                                      "\\.lmdb, key 0: stop"));
 }
 
 TEST_F(DatasetTest, ReturnsDataLossNamingShardAndKeyAfterAByteFlipOnDisk) {
