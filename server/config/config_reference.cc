@@ -120,7 +120,7 @@ const std::vector<KeyDoc>& Keys() {
        "before it is detached onto a run of its own."},
       {"jobs", "map of JOB_ID to map", "none",
        "Per-job settings, by the job id clients send."},
-      {"jobs.JOB.weight", "number > 0", "1, or the job's request",
+      {"jobs.JOB.weight", "number, 0.001 to 1000000", "1, or the job's request",
        "The job's fair share of the worker pool; overrides the weight its "
        "streams ask for."},
       {"metrics", "`off` or map", "off",

@@ -122,7 +122,9 @@ TEST(ConfigReferenceTest, ListsEachOpsKindArgumentsRangesAndExample) {
                         " = ", internal::FormatArgValue(*spec.default_value))))
             << name << "." << spec.name;
       }
-      if (spec.required) EXPECT_THAT(row, HasSubstr(", required"));
+      if (spec.required) {
+        EXPECT_THAT(row, HasSubstr(", required"));
+      }
       if (!pipeline::RangeText(spec).empty()) {
         EXPECT_THAT(row, HasSubstr(pipeline::RangeText(spec)))
             << name << "." << spec.name;
