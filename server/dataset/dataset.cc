@@ -46,22 +46,14 @@ void GetAndCopy(void* arg) {
   MDB_val v;
   g.rc = mdb_get(g.txn, g.shard->dbi, &g.key, &v);
   if (g.rc != 0) return;
-  if (!g.shard->Contains(v.mv_data, v.mv_size)) {
-    g.outside = true;
+  const int copied = g.shard->CopyOut(v, &g.copy);
+  g.outside = copied == EFAULT;
+  if (copied != 0) {
+    if (!g.outside) g.rc = copied;
     return;
   }
-  g.copy = static_cast<char*>(std::malloc(v.mv_size == 0 ? 1 : v.mv_size));
-  if (g.copy == nullptr) {
-    g.rc = ENOMEM;
-    return;
-  }
-  std::memcpy(g.copy, v.mv_data, v.mv_size);
   g.size = v.mv_size;
 }
-
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
 
 // "SIGBUS at offset 1234 of the mapped file, beyond its end (it has 512
 // bytes now, the manifest says 8192)" for a fault reading `path`.
@@ -160,7 +152,7 @@ absl::Status Dataset::Read(
   MapFault fault;
   const bool completed = RunGuarded(GetAndCopy, &get, &fault);
   // The copy holds the record now; the map is no longer read.
-  const std::unique_ptr<char, FreeDeleter> copy(get.copy);
+  const MallocPtr copy(get.copy);
   if (get.txn != nullptr) mdb_txn_abort(get.txn);
   if (!completed) {
     const std::string path =

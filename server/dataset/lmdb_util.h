@@ -9,6 +9,9 @@
 
 #include <lmdb.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,7 +70,25 @@ struct ReadOnlyShard {
     return p >= map && size <= file_bytes &&
            static_cast<uint64_t>(p - map) <= file_bytes - size;
   }
+
+  // Copies a value LMDB returned out of the map, for code that runs under
+  // the map guard (it creates no object with a destructor). Returns 0 and a
+  // malloc'ed copy in *copy (the caller frees it), ENOMEM, or EFAULT when
+  // the value lies outside the file (see Contains).
+  int CopyOut(const MDB_val& v, char** copy) const {
+    if (!Contains(v.mv_data, v.mv_size)) return EFAULT;
+    *copy = static_cast<char*>(std::malloc(v.mv_size == 0 ? 1 : v.mv_size));
+    if (*copy == nullptr) return ENOMEM;
+    std::memcpy(*copy, v.mv_data, v.mv_size);
+    return 0;
+  }
 };
+
+// Owns what ReadOnlyShard::CopyOut returned.
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using MallocPtr = std::unique_ptr<char, FreeDeleter>;
 
 // Opens the single-file shard `path`, which the manifest says is
 // `expected_bytes` long, so that nothing can change it through this handle:

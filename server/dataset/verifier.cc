@@ -39,22 +39,14 @@ void Step(void* arg) {
   if (c.rc != 0) return;
   c.key_size = k.mv_size;
   std::memcpy(c.key, k.mv_data, std::min(k.mv_size, sizeof(c.key)));
-  if (!c.shard->Contains(v.mv_data, v.mv_size)) {
-    c.outside = true;
+  const int copied = c.shard->CopyOut(v, &c.value);
+  c.outside = copied == EFAULT;
+  if (copied != 0) {
+    if (!c.outside) c.rc = copied;
     return;
   }
-  c.value = static_cast<char*>(std::malloc(v.mv_size == 0 ? 1 : v.mv_size));
-  if (c.value == nullptr) {
-    c.rc = ENOMEM;
-    return;
-  }
-  std::memcpy(c.value, v.mv_data, v.mv_size);
   c.value_size = v.mv_size;
 }
-
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
 
 // Checks the shards of one manifest, collecting problems per shard.
 class ShardChecker {
@@ -142,7 +134,7 @@ class ShardChecker {
       step.value = nullptr;
       MapFault fault;
       const bool completed = RunGuarded(Step, &step, &fault);
-      const std::unique_ptr<char, FreeDeleter> value(step.value);
+      const MallocPtr value(step.value);
       if (!completed) {
         AddError(info, "", FaultMessage(fault, shard), r);
         return;

@@ -39,7 +39,6 @@ void Opener::Stop() {
   {
     absl::MutexLock lock(&mu_);
     unanswered.swap(incoming_);
-    parked_count_ = 0;
   }
   const absl::Status stopping =
       absl::UnavailableError("stokerd is shutting down; reconnect");
@@ -63,11 +62,6 @@ void Opener::Submit(StreamSpec spec, absl::Time deadline,
     }
   }
   done(absl::UnavailableError("stokerd is shutting down; reconnect"));
-}
-
-size_t Opener::parked() const {
-  absl::MutexLock lock(&mu_);
-  return parked_count_;
 }
 
 bool Opener::Retry(Parked& p) {
@@ -101,7 +95,6 @@ void Opener::Loop() {
     std::deque<Request> incoming;
     {
       absl::MutexLock lock(&mu_);
-      parked_count_ = parked_.size();
       if (incoming_.empty() && !freed_ && !stopping_) {
         if (parked_.empty()) {
           while (incoming_.empty() && !freed_ && !stopping_) wake_cv_.Wait(&mu_);

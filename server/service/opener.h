@@ -54,9 +54,6 @@ class Opener {
   void Submit(StreamSpec spec, absl::Time deadline,
               std::function<bool()> cancelled, Done done);
 
-  // Opens parked now (tests and metrics).
-  size_t parked() const;
-
  private:
   struct Request {
     StreamSpec spec;
@@ -76,12 +73,11 @@ class Opener {
 
   StreamService* const service_;
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   absl::CondVar wake_cv_;
   std::deque<Request> incoming_ ABSL_GUARDED_BY(mu_);
   bool freed_ ABSL_GUARDED_BY(mu_) = false;  // Admission freed something.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  size_t parked_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
   // Touched only by the thread (and by Stop() after joining it).
   std::list<Parked> parked_;
