@@ -19,7 +19,6 @@
 #include "absl/strings/str_cat.h"
 #include "server/metrics/log.h"
 #include "server/metrics/stream_log.h"
-#include "server/transport/shm/shm_ring.h"
 
 namespace stoker {
 namespace {
@@ -225,18 +224,22 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   so.max_streams_per_peer = o.limits.max_streams_per_peer;
   so.admission_wait_seconds = o.limits.admission_wait_seconds;
   so.share_lag_window = o.sharing.lag_window;
-  // Shared runs build in memfd rings, which shm clients map: a batch built
-  // once reaches every consumer without a copy.
-  StokerServer* const root = server.get();
-  so.run_memory = [root](uint32_t count, size_t bytes,
-                         std::shared_ptr<void> hold)
+  transport::TransportEnv env;
+  env.unix_path = o.listen.unix_path;
+  env.unix_mode = o.listen.unix_mode;
+  env.unix_group = SocketGroup(o.listen);
+  server->transports_ = std::make_unique<transport::Transports>(env);
+  // Shared runs build in a transport's run memory (shm's memfd rings, which
+  // its clients map): a batch built once reaches every consumer without a
+  // copy.
+  transport::Transports* const transports = server->transports_.get();
+  so.run_memory = [transports](uint32_t count, size_t bytes,
+                               std::shared_ptr<void> hold)
       -> absl::StatusOr<std::shared_ptr<service::BufferSource>> {
-    auto ring = transport::ShmRing::Create("stoker-shared-run", count, bytes,
-                                           std::move(hold));
-    if (ring.ok() && root->fd_server_ != nullptr) {
-      root->fd_server_->AddRunRing(*ring);
-    }
-    return ring;
+    auto memory = transports->RunMemory(count, bytes, hold);
+    if (!memory.ok() || *memory != nullptr) return memory;
+    return std::make_shared<service::HeapBufferSource>(count, bytes,
+                                                       std::move(hold));
   };
   so.max_batch_bytes = o.limits.max_batch_bytes;
   so.memory_budget = o.memory_budget;
@@ -258,14 +261,9 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
         limits, server->pool_.get(), server->service_.get(),
         &server->tuned_prefetch_, absl::Milliseconds(500));
   }
-  if (!o.listen.unix_path.empty()) {
-    server->fd_server_ = std::make_unique<transport::FdServer>(
-        o.listen.unix_path + ".shm", o.listen.unix_mode,
-        SocketGroup(o.listen));
-  }
   server->opener_ = std::make_unique<service::Opener>(server->service_.get());
   server->grpc_service_ = std::make_unique<transport::GrpcService>(
-      server->service_.get(), server->opener_.get(), server->fd_server_.get());
+      server->service_.get(), server->opener_.get(), server->transports_.get());
   server->service_->SetObserver(&server->stream_log_);
   StokerServer* const self = server.get();
   server->grpc_service_->SetStatsSource([self] { return self->Stats(); });
@@ -309,9 +307,7 @@ absl::Status StokerServer::Start() {
             "authentication is open to the network; use listen.tls"}});
     }
   }
-  if (fd_server_ != nullptr) {
-    if (absl::Status s = fd_server_->Start(); !s.ok()) return s;
-  }
+  if (absl::Status s = transports_->Start(); !s.ok()) return s;
   builder.RegisterService(grpc_service_.get());
   // Batches are large; the default 4 MiB limit would refuse them.
   builder.SetMaxSendMessageSize(-1);
@@ -366,7 +362,7 @@ void StokerServer::Stop() {
   // After the server: a call still being opened holds its reactor until
   // the opener answers it (service_->Shutdown made those answers quick).
   if (opener_ != nullptr) opener_->Stop();
-  if (fd_server_ != nullptr) fd_server_->Stop();
+  if (transports_ != nullptr) transports_->Stop();
   if (autotune_ != nullptr) autotune_->Stop();
   if (pool_ != nullptr) pool_->Stop();
   // Only a socket this daemon bound: after --check-config, or a start

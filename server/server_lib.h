@@ -34,7 +34,7 @@
 #include "server/service/opener.h"
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/grpc_service.h"
-#include "server/transport/shm/fd_server.h"
+#include "server/transport/transport.h"
 
 namespace stoker {
 
@@ -91,8 +91,8 @@ class StokerServer {
   std::unique_ptr<service::Opener> opener_;
   // Set when workers or prefetch is auto; stopped before the pool.
   std::unique_ptr<service::AutotuneThread> autotune_;
-  // Hands shared-memory rings to clients; set when there is a unix socket.
-  std::unique_ptr<transport::FdServer> fd_server_;
+  // Every registered transport (transport.h), one of each.
+  std::unique_ptr<transport::Transports> transports_;
   std::unique_ptr<transport::GrpcService> grpc_service_;
   std::unique_ptr<transport::UnixAcceptor> unix_acceptor_;
   std::unique_ptr<grpc::Server> server_;

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "internal.h"
-#include "stream_call.h"
+#include "client/lib/internal.h"
+#include "client/lib/stream_call.h"
+#include "client/lib/transport.h"
 
 namespace stoker {
 namespace {
@@ -42,42 +42,6 @@ absl::Status NotCancelledByUs(absl::Status s) {
   if (s.code() != absl::StatusCode::kCancelled) return s;
   return absl::UnavailableError(absl::StrCat(
       "the daemon cancelled the call (it is stopping): ", s.message()));
-}
-
-// "grpc", "shm", "cuda_ipc", "auto" (shm, then grpc), or a comma-separated
-// list of them tried in order.
-absl::StatusOr<std::vector<v1::Transport>> ParseTransports(
-    const std::string& spec) {
-  std::vector<v1::Transport> out;
-  for (absl::string_view name : absl::StrSplit(spec, ',')) {
-    if (name.empty() || name == "grpc") {
-      out.push_back(v1::TRANSPORT_GRPC);
-    } else if (name == "shm") {
-      out.push_back(v1::TRANSPORT_SHM);
-    } else if (name == "cuda_ipc") {
-      out.push_back(v1::TRANSPORT_CUDA_IPC);
-    } else if (name == "auto") {
-      out.push_back(v1::TRANSPORT_SHM);
-      out.push_back(v1::TRANSPORT_GRPC);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "transport '", name,
-          "' is unknown; use grpc, shm, cuda_ipc, auto, or a list like "
-          "cuda_ipc,shm,grpc"));
-    }
-  }
-  return out;
-}
-
-std::string TransportName(v1::Transport t) {
-  switch (t) {
-    case v1::TRANSPORT_SHM:
-      return "shm";
-    case v1::TRANSPORT_CUDA_IPC:
-      return "cuda_ipc";
-    default:
-      return "grpc";
-  }
 }
 
 }  // namespace
@@ -116,32 +80,36 @@ void Stream::Cancel() {
 }
 
 absl::Status Stream::Open(Clock::time_point deadline) {
-  absl::StatusOr<std::vector<v1::Transport>> transports =
+  absl::StatusOr<std::vector<ClientTransportDef>> transports =
       ParseTransports(options_.transport);
   if (!transports.ok()) return transports.status();
   std::string refusals;
   for (size_t i = 0; i < transports->size(); ++i) {
-    const v1::Transport transport = (*transports)[i];
-    absl::Status s = OpenWith(transport, deadline);
+    const ClientTransportDef& def = (*transports)[i];
+    absl::Status s =
+        def.make != nullptr
+            ? OpenWith(def.number, def.make(), deadline)
+            : absl::FailedPreconditionError(absl::StrCat(
+                  "this client has no ", def.name, " transport"));
     const bool fall_back = absl::IsFailedPrecondition(s) ||
                            absl::IsPermissionDenied(s);
     if (!fall_back || i + 1 == transports->size()) {
       if (s.ok()) {
         info_.fallbacks = refusals;
         // A reconnect keeps the transport that worked.
-        options_.transport = TransportName(transport);
+        options_.transport = def.name;
       }
       return s;
     }
-    absl::StrAppend(&refusals, refusals.empty() ? "" : "; ",
-                    TransportName(transport), ": ", s.message());
+    absl::StrAppend(&refusals, refusals.empty() ? "" : "; ", def.name, ": ",
+                    s.message());
   }
   return absl::InternalError("no transport to try");
 }
 
 absl::Status Stream::OpenWith(int transport_number,
+                              std::unique_ptr<ClientTransport> transport,
                               Clock::time_point deadline) {
-  const auto transport = static_cast<v1::Transport>(transport_number);
   Cancel();
   const auto wait = deadline - Clock::now();
   if (!client_->impl_->channel->WaitForConnected(
@@ -159,6 +127,7 @@ absl::Status Stream::OpenWith(int transport_number,
   }
   call_ = std::make_unique<Call>();
   call_->rw = client_->impl_->stub->Stream(&call_->context);
+  call_->transport = std::move(transport);
 
   v1::StreamRequest request;
   v1::OpenStream* open = request.mutable_open();
@@ -172,12 +141,11 @@ absl::Status Stream::OpenWith(int transport_number,
   open->set_job_id(options_.job_id);
   open->set_drop_last(options_.drop_last);
   open->set_prefetch(options_.prefetch);
-  open->set_transport(transport);
+  open->set_transport(static_cast<v1::Transport>(transport_number));
   open->set_hold(options_.hold);
   open->set_weight(options_.weight);
   open->set_share(options_.share);
-  open->set_map_shared_ring(true);
-  open->set_notice_socket(transport == v1::TRANSPORT_SHM);
+  call_->transport->Prepare(open);
   open->set_open_timeout(
       std::chrono::duration<double>(options_.open_timeout).count());
   open->mutable_start()->set_epoch(position_.epoch);
@@ -200,7 +168,6 @@ absl::Status Stream::OpenWith(int transport_number,
   info_.share_refused = h.share_refused();
   ack_list_ = h.ack_list();
   info_.transport = TransportName(h.transport());
-  info_.notice_socket = false;
   {
     // Batches of an earlier connection must not ack into this one.
     std::lock_guard<std::mutex> lock(release_->mu);
@@ -208,38 +175,13 @@ absl::Status Stream::OpenWith(int transport_number,
     release_->acks.clear();
     release_->held = 0;
   }
-  // The shared ring first: the daemon may end a short stream as soon as
-  // the stream's own ring is handed over.
-  auto map = [](const v1::ShmRing& ring,
-                std::shared_ptr<ShmMapping>* out) -> absl::Status {
-    auto mapping = MapShmRing(ring);
-    if (!mapping.ok()) return mapping.status();
-    *out = *std::move(mapping);
-    return absl::OkStatus();
-  };
-  absl::Status mapped;
-  if (h.has_shared_ring()) mapped = map(h.shared_ring(), &call_->shared_shm);
-  if (mapped.ok() && h.has_shm()) mapped = map(h.shm(), &call_->shm);
-  if (mapped.ok() && call_->shm != nullptr && h.has_notices()) {
-    // The daemon sends no batch before we connect.
-    absl::StatusOr<std::unique_ptr<NoticeSocket>> notices =
-        NoticeSocket::Connect(h.notices());
-    if (notices.ok()) {
-      call_->notices = *std::move(notices);
-      info_.notice_socket = true;
-    } else {
-      mapped = notices.status();
-    }
-  }
-  if (!mapped.ok()) {
+  if (absl::Status s = call_->transport->Attach(h); !s.ok()) {
     Cancel();
-    return mapped;
+    return s;
   }
-  if (call_->shm == nullptr) {
-    // grpc: a reader thread takes large payloads off the wire while the
-    // caller works. shm messages are small: the caller reads them itself.
-    call_->StartReader();
-  }
+  call_->channel = call_->transport->side_channel();
+  info_.notice_socket = call_->channel != nullptr;
+  if (call_->transport->read_ahead()) call_->StartReader();
   last_return_ = Clock::now();
   return absl::OkStatus();
 }
@@ -323,25 +265,15 @@ absl::Status Stream::Next(Batch* batch) {
           std::chrono::duration<double>(asked - last_return_).count());
       last_return_ = now;
 
-      // The bytes the tensors live in: the payload, or the batch's slot.
-      const uint8_t* base =
-          reinterpret_cast<const uint8_t*>(b.payload().data());
-      size_t size = b.payload().size();
-      if (call_->shm != nullptr) {
-        const std::shared_ptr<ShmMapping>& ring =
-            b.in_shared_ring() ? call_->shared_shm : call_->shm;
-        if (ring == nullptr || b.slot() >= ring->slots) {
-          return absl::DataLossError(absl::StrCat(
-              "batch of epoch ", b.epoch(), " step ", b.step(), " names slot ",
-              b.slot(), " of ",
-              b.in_shared_ring() ? "the shared ring" : "the stream's ring",
-              ", which has ", ring == nullptr ? 0 : ring->slots, " slots"));
-        }
-        base = ring->base + b.slot() * ring->slot_bytes;
-        size = ring->slot_bytes;
-        // Acknowledged when the caller releases the batch: until then the
-        // slot is the caller's.
-        message->shm = ring;
+      // The bytes the tensors live in.
+      absl::StatusOr<BatchBytes> bytes = call_->transport->Locate(b);
+      if (!bytes.ok()) return bytes.status();
+      const uint8_t* const base = bytes->base;
+      const size_t size = bytes->size;
+      message->keep = std::move(bytes->keep);
+      if (call_->transport->holds()) {
+        // Acknowledged when the caller releases the batch: until then its
+        // memory is the caller's.
         message->release = release_;
         {
           std::lock_guard<std::mutex> lock(release_->mu);
@@ -381,9 +313,9 @@ absl::Status Stream::Next(Batch* batch) {
       return absl::OkStatus();
     }
     absl::Status s = NotCancelledByUs(FromGrpc(call_->End(/*cancel=*/false)));
-    if (s.ok() && call_->notices != nullptr && call_->notices->truncated()) {
+    if (s.ok() && call_->channel != nullptr && call_->channel->truncated()) {
       return absl::DataLossError(absl::StrCat(
-          "the notice socket ", call_->notices->path(),
+          "the side channel ", call_->channel->path(),
           " ended inside a frame, yet the stream ended normally"));
     }
     if (s.ok()) return absl::OutOfRangeError("end of stream");

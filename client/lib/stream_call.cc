@@ -25,8 +25,8 @@ absl::StatusOr<std::unique_ptr<Batch::Message>> Stream::Call::Pop() {
   if (!reader.joinable()) {
     if (read_done) return nullptr;
     auto message = std::make_unique<Batch::Message>();
-    if (notices != nullptr) {
-      absl::StatusOr<bool> got = notices->Read(&message->response);
+    if (channel != nullptr) {
+      absl::StatusOr<bool> got = channel->Read(&message->response);
       if (!got.ok()) return got.status();
       if (*got) return message;
     } else if (rw->Read(&message->response)) {
@@ -44,8 +44,8 @@ absl::StatusOr<std::unique_ptr<Batch::Message>> Stream::Call::Pop() {
 }
 
 void Stream::Call::Send(const v1::StreamRequest& request) {
-  if (notices != nullptr) {
-    notices->Write(request);
+  if (channel != nullptr) {
+    channel->Write(request);
   } else {
     rw->Write(request);
   }
@@ -53,9 +53,9 @@ void Stream::Call::Send(const v1::StreamRequest& request) {
 
 grpc::Status Stream::Call::End(bool cancel) {
   if (cancel) {
-    // Closing our end of the notice socket is what ends the stream on
-    // the daemon's side, and unblocks a read().
-    if (notices != nullptr) notices->Shutdown();
+    // Closing our end of the side channel is what ends the stream on the
+    // daemon's side, and unblocks a read().
+    if (channel != nullptr) channel->Shutdown();
     context.TryCancel();
   }
   if (reader.joinable()) reader.join();

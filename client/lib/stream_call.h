@@ -15,14 +15,14 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
-#include "notice_socket.h"
-#include "shm_mapping.h"
+#include "client/lib/transport.h"
 #include "stoker/client.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker {
 
-// Acks of released shm batches, for the stream to send. Shared with the
+// Acks of released batches whose memory the client held (a transport that
+// holds(): shm), for the stream to send. Shared with the
 // batches, which may outlive the stream; `generation` changes on every
 // reconnect, so a batch of an old ring never acks into a new stream.
 struct ReleaseQueue {
@@ -35,8 +35,9 @@ struct ReleaseQueue {
 
 struct Batch::Message {
   v1::StreamResponse response;
-  // Set for shm batches: the ring, and the ack its release sends.
-  std::shared_ptr<ShmMapping> shm;
+  // What the batch's bytes lie in, when not in `response` (BatchBytes::keep).
+  std::shared_ptr<const void> keep;
+  // Set for a batch the client holds: the ack its release sends.
   std::shared_ptr<ReleaseQueue> release;
   uint64_t generation = 0;
   v1::Ack ack;
@@ -51,32 +52,23 @@ struct Batch::Message {
   }
 };
 
-// One RPC of a stream.
+// One RPC of a stream, on its transport (transport.h).
 //
-// Over grpc a reader thread takes messages off the wire as they arrive, so
-// the transfer of a large batch overlaps the caller's work between Next()
-// calls instead of starting when Next() is called. The queue needs no bound
-// of its own: the daemon never has more than the stream's window of batches
-// unacknowledged.
-//
-// Over shm a message is a few hundred bytes of slot and layout, so there is
-// nothing to overlap: Next() reads it on the caller's thread. That saves a
-// thread wakeup and a hand-over per batch, which are most of what a batch
-// costs the trainer (the bytes themselves are already in the mapped ring).
-// Where the daemon grants a notice socket, messages and acks go over it
-// instead of the call: a system call each, where a gRPC message still costs
-// hand-overs inside gRPC. The call then only carries the header and, at the
-// end, the status.
+// Where the transport has read_ahead() (grpc), a reader thread takes
+// messages off the wire as they arrive, so the transfer of a large batch
+// overlaps the caller's work between Next() calls instead of starting when
+// Next() is called. The queue needs no bound of its own: the daemon never
+// has more than the stream's window of batches unacknowledged. Otherwise
+// (shm: a message is a few hundred bytes) Next() reads on the caller's
+// thread, which saves a thread wakeup and a hand-over per batch; from the
+// transport's side channel where it has one, which then also takes the acks.
 struct Stream::Call {
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>>
       rw;
-  std::shared_ptr<ShmMapping> shm;
-  // The ring of the shared run the stream joined, if the daemon lends it
-  // batches in place (Batch.in_shared_ring).
-  std::shared_ptr<ShmMapping> shared_shm;
-  // Set when the daemon announces batches on a notice socket.
-  std::unique_ptr<NoticeSocket> notices;
+  std::unique_ptr<ClientTransport> transport;
+  // The transport's side channel, or null: messages come on the call.
+  ClientSideChannel* channel = nullptr;
   bool finished = false;  // Finish() was called; touched by the owner only.
 
   std::thread reader;  // Only when StartReader() was called.
@@ -86,14 +78,13 @@ struct Stream::Call {
   // Guarded by mu while the reader thread runs; else the owner's.
   bool read_done = false;
 
-  // Starts the reader thread (grpc: large payloads come off the wire while
-  // the caller works).
+  // Starts the reader thread.
   void StartReader();
   // The next message, or null once the stream has no more: from the reader
-  // thread's queue if there is one, else read here, from the notice socket
-  // if there is one. An error only for a notice socket's bad frame.
+  // thread's queue if there is one, else read here, from the side channel
+  // if there is one. An error only for a side channel's bad message.
   absl::StatusOr<std::unique_ptr<Batch::Message>> Pop();
-  // Sends an ack or an AckList: on the notice socket if there is one.
+  // Sends an ack or an AckList: on the side channel if there is one.
   void Send(const v1::StreamRequest& request);
   // Ends the RPC: cancels it if asked, waits for the reader, and returns the
   // status. Call once.

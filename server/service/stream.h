@@ -74,8 +74,11 @@ struct StreamSpec {
   uint64_t start_epoch = 0;
   uint64_t start_step = 0;
   double weight = 1.0;
-  std::string transport = "grpc";  // grpc, shm or cuda_ipc.
-  uint32_t hold = 0;  // shm: batches the consumer keeps beyond prefetch.
+  std::string transport = "grpc";  // Its name, for metrics and logs.
+  // The client keeps batches in the transport's memory after reading them
+  // (Transport::client_holds): the window grows by `hold`.
+  bool client_holds = false;
+  uint32_t hold = 0;  // Batches the consumer keeps beyond prefetch.
   bool share = false;  // Join a shared preprocessing run.
   std::string peer;    // Who opened it: "uid:N", "ip:ADDR" or "local".
 };

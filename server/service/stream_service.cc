@@ -144,7 +144,7 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
   const uint32_t prefetch =
       spec.prefetch == 0 ? default_prefetch : spec.prefetch;
   const uint32_t window =
-      StreamSession::Window(prefetch, spec.transport == "shm", spec.hold);
+      StreamSession::Window(prefetch, spec.client_holds, spec.hold);
 
   p.request.bytes = batch_bytes * window;
   p.request.peer = spec.peer.empty() ? "local" : spec.peer;

@@ -1,7 +1,8 @@
 // StreamService: admits, opens and tracks streams. Transport-free: it takes
 // StreamSpecs and returns streams and Status; of a transport it knows only
-// whether its client holds batches in the transport's memory (shm), which
-// widens the window (StreamSession::Window).
+// whether its client holds batches in the transport's memory
+// (StreamSpec::client_holds), which widens the window
+// (StreamSession::Window).
 //
 // Open() checks every bound of a request (batch size, prefetch depth, bytes
 // per batch), then asks the Admission (admission.h) for the stream's memory,
@@ -53,8 +54,8 @@ struct ServiceOptions {
   // Batches a consumer of a shared run may lag behind the fastest before
   // it is detached onto a run of its own.
   uint32_t share_lag_window = 8;
-  // Makes the buffers of a shared run; unset: heap buffers, which a shm
-  // stream can only take a copy of.
+  // Makes the buffers of a shared run (a transport's run memory); unset:
+  // heap buffers, which an shm stream can only take a copy of.
   BufferSourceFactory run_memory;
   OnCorrupt on_corrupt = OnCorrupt::kSkip;
 };
@@ -64,7 +65,7 @@ struct OpenedStream {
   std::shared_ptr<StreamTicket> ticket;  // Shared by the stream's buffers.
   uint32_t prefetch = 0;                 // The prefetch depth granted.
   // Batches unacknowledged at most, and buffers the transport may hold:
-  // prefetch, plus the consumer's held batches for shm.
+  // prefetch, plus the consumer's held batches where it holds them.
   uint32_t window = 0;
   size_t batch_bytes = 0;
   bool shared = false;  // Joined a shared run.

@@ -11,8 +11,8 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "client/lib/notice_socket.h"
-#include "client/lib/shm_mapping.h"
+#include "client/lib/shm/notice_socket.h"
+#include "client/lib/shm/shm_mapping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "stoker/client.h"

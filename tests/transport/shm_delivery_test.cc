@@ -1,7 +1,7 @@
 // ShmDelivery with batches a shared run lends: a client that maps the run's
 // ring reads them in place, and the run's buffer stays pinned until the
 // ack; any other client gets a copy in the stream's own ring.
-#include "server/transport/grpc/delivery.h"
+#include "server/transport/shm/shm_transport.h"
 
 #include <sys/mman.h>
 
@@ -18,16 +18,10 @@ namespace {
 
 constexpr size_t kBytes = 1000;
 
-v1::Batch Decode(const grpc::ByteBuffer &wire) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(wire.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice &s : slices) {
-    bytes.append(reinterpret_cast<const char *>(s.begin()), s.size());
-  }
-  v1::StreamResponse response;
-  EXPECT_TRUE(response.ParseFromString(bytes));
-  return response.batch();
+// What the client reads: the message, which on shm carries no payload.
+v1::Batch Decode(Handover handover) {
+  EXPECT_EQ(handover.payload, nullptr);
+  return handover.message.batch();
 }
 
 class ShmDeliveryTest : public ::testing::Test {
@@ -69,7 +63,7 @@ protected:
 };
 
 TEST_F(ShmDeliveryTest, ALentBatchIsReadInTheRunsRingUntilItsAck) {
-  ShmDelivery delivery(own_, fd_server_.get(), run_);
+  ShmDelivery delivery(own_, fd_server_.get(), run_, nullptr);
   v1::StreamHeader header;
   delivery.DescribeIn(&header);
   ASSERT_TRUE(header.has_shared_ring());
@@ -80,7 +74,7 @@ TEST_F(ShmDeliveryTest, ALentBatchIsReadInTheRunsRingUntilItsAck) {
   const uint32_t run_slot = static_cast<ShmSlotBuffer *>(lender.get())->slot();
   bool let_go = false;
   v1::Batch batch =
-      Decode(delivery.Encode(Lend(std::move(lender), 7, &let_go)));
+      Decode(delivery.HandOver(Lend(std::move(lender), 7, &let_go)));
   EXPECT_TRUE(batch.in_shared_ring());
   EXPECT_EQ(batch.slot(), run_slot);
   // The stream's own slot stands for the batch in its window, and the
@@ -93,13 +87,13 @@ TEST_F(ShmDeliveryTest, ALentBatchIsReadInTheRunsRingUntilItsAck) {
 }
 
 TEST_F(ShmDeliveryTest, AClientThatDoesNotMapTheRunsRingGetsACopy) {
-  ShmDelivery delivery(own_, fd_server_.get());
+  ShmDelivery delivery(own_, fd_server_.get(), nullptr, nullptr);
   v1::StreamHeader header;
   delivery.DescribeIn(&header);
   EXPECT_FALSE(header.has_shared_ring());
 
   bool let_go = false;
-  v1::Batch batch = Decode(delivery.Encode(Lend(run_->Take(), 9, &let_go)));
+  v1::Batch batch = Decode(delivery.HandOver(Lend(run_->Take(), 9, &let_go)));
   EXPECT_FALSE(batch.in_shared_ring());
   EXPECT_TRUE(let_go) << "the run's buffer is free once copied";
   // The copy is in the stream's own slot, which is the client's until the ack.
@@ -117,9 +111,9 @@ TEST_F(ShmDeliveryTest, AClientThatDoesNotMapTheRunsRingGetsACopy) {
 
 TEST_F(ShmDeliveryTest, ABatchLentFromHeapMemoryIsCopied) {
   // A run whose buffers are not the ring the client mapped (heap memory).
-  ShmDelivery delivery(own_, fd_server_.get(), run_);
+  ShmDelivery delivery(own_, fd_server_.get(), run_, nullptr);
   bool let_go = false;
-  v1::Batch batch = Decode(delivery.Encode(
+  v1::Batch batch = Decode(delivery.HandOver(
       Lend(std::make_unique<service::HeapBatchBuffer>(kBytes), 3, &let_go)));
   EXPECT_FALSE(batch.in_shared_ring());
   EXPECT_TRUE(let_go);

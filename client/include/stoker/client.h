@@ -126,6 +126,7 @@ struct StreamInfo {
 };
 
 struct ReleaseQueue;
+class ClientTransport;
 
 class Stream {
  public:
@@ -148,7 +149,8 @@ class Stream {
   struct Call;
   Stream(class Client* client, StreamOptions options);
   absl::Status Open(std::chrono::steady_clock::time_point deadline);
-  absl::Status OpenWith(int transport,
+  absl::Status OpenWith(int transport_number,
+                        std::unique_ptr<ClientTransport> transport,
                         std::chrono::steady_clock::time_point deadline);
   absl::Status Reconnect(const absl::Status& cause);
   // Sends the acks of shm batches released since the last call; where the

@@ -3,16 +3,22 @@
 namespace stoker::transport {
 namespace {
 
-// What a payload slice carries to its destroy callback.
-struct SliceOwner {
-  std::shared_ptr<BufferPool> pool;
-  std::unique_ptr<service::BatchBuffer> buffer;
-};
+// A buffer of the pool out on loan: dropping it returns it.
+class ReturningBuffer : public service::BatchBuffer {
+ public:
+  ReturningBuffer(std::shared_ptr<BufferPool> pool,
+             std::unique_ptr<service::BatchBuffer> buffer)
+      : pool_(std::move(pool)), buffer_(std::move(buffer)) {}
+  ~ReturningBuffer() override {
+    pool_->Return(service::ReclaimBuffer(std::move(buffer_)));
+  }
+  uint8_t* data() override { return buffer_->data(); }
+  size_t capacity() const override { return buffer_->capacity(); }
 
-void ReleaseSlice(void* user_data) {
-  std::unique_ptr<SliceOwner> owner(static_cast<SliceOwner*>(user_data));
-  owner->pool->Return(service::ReclaimBuffer(std::move(owner->buffer)));
-}
+ private:
+  const std::shared_ptr<BufferPool> pool_;
+  std::unique_ptr<service::BatchBuffer> buffer_;
+};
 
 }  // namespace
 
@@ -43,11 +49,9 @@ void BufferPool::Return(std::unique_ptr<service::BatchBuffer> buffer) {
   if (hook_) hook_();
 }
 
-grpc::Slice BufferPool::WrapAsSlice(
-    std::unique_ptr<service::BatchBuffer> buffer, size_t bytes) {
-  uint8_t* data = buffer->data();
-  auto* owner = new SliceOwner{shared_from_this(), std::move(buffer)};
-  return grpc::Slice(data, bytes, &ReleaseSlice, owner);
+std::unique_ptr<service::BatchBuffer> BufferPool::Lend(
+    std::unique_ptr<service::BatchBuffer> buffer) {
+  return std::make_unique<ReturningBuffer>(shared_from_this(), std::move(buffer));
 }
 
 void BufferPool::SetReturnHook(std::function<void()> hook) {

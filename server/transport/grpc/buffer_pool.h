@@ -1,9 +1,9 @@
-// BufferPool: the batch buffers of one gRPC stream.
+// BufferPool: the heap batch buffers of one grpc-transport stream.
 //
 // At most `max_buffers` buffers exist at once. A buffer is out while a batch
-// is built in it and while gRPC sends it; gRPC may hold the payload slice a
-// little longer than the RPC, so the pool is shared with the slices and keeps
-// the stream's memory ticket until the last buffer is back.
+// is built in it and while gRPC sends it; gRPC may hold the payload a little
+// longer than the RPC, so the pool is shared with the buffers it lends and
+// keeps the stream's memory ticket until the last buffer is back.
 //
 // Thread-safe. The return hook runs on the thread that returns a buffer,
 // outside the pool's lock; after ClearReturnHook() returns it never runs.
@@ -13,8 +13,6 @@
 #include <functional>
 #include <memory>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -32,11 +30,11 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::unique_ptr<service::BatchBuffer> Take();
   void Return(std::unique_ptr<service::BatchBuffer> buffer);
 
-  // A slice over the first `bytes` of `buffer` that returns the buffer to
-  // this pool when gRPC releases it (for a batch a shared run lent, the
-  // stream's own buffer it held, letting the run's go).
-  grpc::Slice WrapAsSlice(std::unique_ptr<service::BatchBuffer> buffer,
-                          size_t bytes);
+  // `buffer`, as a buffer that returns to this pool when dropped (for a
+  // batch a shared run lent, the stream's own buffer it held, letting the
+  // run's go).
+  std::unique_ptr<service::BatchBuffer> Lend(
+      std::unique_ptr<service::BatchBuffer> buffer);
 
   void SetReturnHook(std::function<void()> hook);
   void ClearReturnHook();

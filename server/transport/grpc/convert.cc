@@ -2,7 +2,6 @@
 
 #include <vector>
 
-
 namespace stoker::transport {
 namespace {
 
@@ -23,54 +22,15 @@ void AppendTag(int field, std::string* out) {
   AppendVarint((static_cast<uint64_t>(field) << 3) | kLengthDelimited, out);
 }
 
+void DropPayload(void* buffer) {
+  delete static_cast<service::BatchBuffer*>(buffer);
+}
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
-}
-
-service::StreamSpec ToSpec(const v1::OpenStream& open) {
-  service::StreamSpec spec;
-  spec.dataset = open.dataset();
-  spec.pipeline = open.pipeline();
-  spec.batch_size = open.batch_size();
-  spec.seed = open.seed();
-  spec.epochs = open.epochs();
-  spec.rank = open.rank();
-  spec.world_size = open.world_size() == 0 ? 1 : open.world_size();
-  spec.job_id = open.job_id();
-  spec.drop_last = open.drop_last();
-  spec.prefetch = open.prefetch();
-  spec.start_epoch = open.start().epoch();
-  spec.start_step = open.start().step();
-  spec.weight = open.weight() == 0 ? 1.0 : open.weight();  // 0: unset.
-  spec.transport = open.transport() == v1::TRANSPORT_SHM        ? "shm"
-                   : open.transport() == v1::TRANSPORT_CUDA_IPC ? "cuda_ipc"
-                                                                : "grpc";
-  spec.hold = open.hold();
-  spec.share = open.share();
-  return spec;
-}
-
-v1::DType ToProto(pipeline::DType dtype) {
-  switch (dtype) {
-    case pipeline::DType::kUint8:
-      return v1::DTYPE_UINT8;
-    case pipeline::DType::kInt64:
-      return v1::DTYPE_INT64;
-    case pipeline::DType::kFloat16:
-      return v1::DTYPE_FLOAT16;
-    case pipeline::DType::kFloat32:
-      return v1::DTYPE_FLOAT32;
-  }
-  return v1::DTYPE_UNSPECIFIED;
-}
-
-void ToProto(const pipeline::TensorSpec& spec, v1::TensorSpec* out) {
-  out->set_name(spec.name);
-  out->set_dtype(ToProto(spec.dtype));
-  for (int64_t d : spec.shape) out->add_shape(d);
 }
 
 bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
@@ -90,28 +50,12 @@ grpc::ByteBuffer SerializeToByteBuffer(
   return grpc::ByteBuffer(&slice, 1);
 }
 
-void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out) {
-  out->set_epoch(batch.epoch);
-  out->set_step(batch.step);
-  out->set_shared(batch.shared);
-  for (uint64_t id : batch.sample_ids) out->add_sample_ids(id);
-  for (uint64_t id : batch.skipped_ids) out->add_skipped_ids(id);
-  for (const service::BatchTensor& t : batch.tensors) {
-    v1::TensorSpec* spec = out->add_tensors();
-    ToProto(t.spec, spec);
-    spec->set_offset(t.offset);
-    spec->set_length(t.length);
-  }
-}
-
-std::string BatchWirePrefix(const service::ReadyBatch& batch) {
-  v1::Batch meta;
-  FillBatchMetadata(batch, &meta);
+std::string BatchWirePrefix(const v1::Batch& meta, size_t payload_bytes) {
   const std::string head = meta.SerializeAsString();
   std::string payload_header;
   AppendTag(kBatchPayloadField, &payload_header);
-  AppendVarint(batch.bytes, &payload_header);
-  const uint64_t batch_len = head.size() + payload_header.size() + batch.bytes;
+  AppendVarint(payload_bytes, &payload_header);
+  const uint64_t batch_len = head.size() + payload_header.size() + payload_bytes;
 
   std::string prefix;
   prefix.reserve(head.size() + payload_header.size() + 16);
@@ -120,6 +64,19 @@ std::string BatchWirePrefix(const service::ReadyBatch& batch) {
   prefix += head;
   prefix += payload_header;
   return prefix;
+}
+
+grpc::ByteBuffer Encode(Handover handover) {
+  if (handover.payload == nullptr) {
+    return SerializeToByteBuffer(handover.message);
+  }
+  service::BatchBuffer* payload = handover.payload.release();
+  grpc::Slice slices[2] = {
+      grpc::Slice(BatchWirePrefix(handover.message.batch(),
+                                  handover.payload_bytes)),
+      grpc::Slice(payload->data(), handover.payload_bytes, &DropPayload,
+                  payload)};
+  return grpc::ByteBuffer(slices, 2);
 }
 
 }  // namespace stoker::transport

@@ -1,5 +1,5 @@
-// Conversions between the stoker.v1 wire types and the service's plain
-// types. The only place that knows both.
+// Conversions to and from gRPC's types (the stoker.v1 messages themselves:
+// wire.h).
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_CONVERT_H_
 #define STOKER_SERVER_TRANSPORT_GRPC_CONVERT_H_
 
@@ -8,17 +8,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
-#include "server/pipeline/tensor.h"
-#include "server/service/batch.h"
-#include "server/service/stream.h"
+#include "server/transport/transport.h"
+#include "server/transport/wire.h"
 #include "stoker/v1/stoker.pb.h"
 
 namespace stoker::transport {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
-service::StreamSpec ToSpec(const v1::OpenStream& open);
-v1::DType ToProto(pipeline::DType dtype);
-void ToProto(const pipeline::TensorSpec& spec, v1::TensorSpec* out);
 
 // Parses a message that arrived as raw bytes.
 bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
@@ -26,14 +22,15 @@ bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
 grpc::ByteBuffer SerializeToByteBuffer(
     const google::protobuf::MessageLite& message);
 
-// Sets a Batch's epoch, step, sample ids and tensor specs (not the payload).
-void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out);
+// The wire bytes of StreamResponse{batch: meta + payload} up to, not
+// including, the `payload_bytes` of the payload themselves. Sending this
+// followed by the payload slice is byte for byte the serialized message, so
+// the payload travels without a copy.
+std::string BatchWirePrefix(const v1::Batch& meta, size_t payload_bytes);
 
-// The wire bytes of StreamResponse{batch: <batch metadata>, payload: ...}
-// up to, not including, the payload bytes themselves. Sending this followed
-// by the payload slice is byte for byte the serialized message, so the
-// payload travels without a copy.
-std::string BatchWirePrefix(const service::ReadyBatch& batch);
+// A handover as a message on the call: the payload, if any, as a slice of
+// its buffer, which is dropped (given back) once gRPC releases the slice.
+grpc::ByteBuffer Encode(Handover handover);
 
 }  // namespace stoker::transport
 

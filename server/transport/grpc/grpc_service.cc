@@ -45,7 +45,7 @@ grpc::ServerUnaryReactor* GrpcService::ListPipelines(
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GrpcService::Stream(grpc::CallbackServerContext* context) {
-  return new StreamReactor(service_, opener_, fd_server_, context,
+  return new StreamReactor(service_, opener_, transports_, context,
                            PeerKey(context->peer(), acceptor_));
 }
 

@@ -12,7 +12,7 @@
 #include "server/service/opener.h"
 #include "server/service/stream_service.h"
 #include "server/transport/grpc/unix_acceptor.h"
-#include "server/transport/shm/fd_server.h"
+#include "server/transport/transport.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker::transport {
@@ -26,11 +26,11 @@ using StokerBase = v1::Stoker::WithCallbackMethod_ListDatasets<
 
 class GrpcService final : public StokerBase {
  public:
-  // `service`, `opener` and `fd_server` must outlive the gRPC server this
-  // is registered with. `fd_server` is null when there is no unix socket.
+  // `service`, `opener` and `transports` must outlive the gRPC server this
+  // is registered with.
   GrpcService(service::StreamService* service, service::Opener* opener,
-              FdServer* fd_server)
-      : service_(service), opener_(opener), fd_server_(fd_server) {}
+              const Transports* transports)
+      : service_(service), opener_(opener), transports_(transports) {}
 
   grpc::ServerUnaryReactor* ListDatasets(
       grpc::CallbackServerContext* context,
@@ -58,7 +58,7 @@ class GrpcService final : public StokerBase {
  private:
   service::StreamService* const service_;
   service::Opener* const opener_;
-  FdServer* const fd_server_;
+  const Transports* const transports_;
   std::function<metrics::DaemonStats()> stats_source_;
   const UnixAcceptor* acceptor_ = nullptr;
 };

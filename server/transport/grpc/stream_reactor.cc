@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,41 +14,16 @@
 namespace stoker::transport {
 
 StreamReactor::StreamReactor(service::StreamService* service,
-                             service::Opener* opener, FdServer* fd_server,
+                             service::Opener* opener,
+                             const Transports* transports,
                              grpc::CallbackServerContext* context,
                              std::string peer)
     : service_(service),
       opener_(opener),
-      fd_server_(fd_server),
+      transports_(transports),
       deadline_(context->deadline()),
       peer_(std::move(peer)) {
   StartRead(&in_);
-}
-
-grpc::Status StreamReactor::CheckTransport(v1::Transport transport) const {
-  switch (transport) {
-    case v1::TRANSPORT_UNSPECIFIED:
-    case v1::TRANSPORT_GRPC:
-      return grpc::Status::OK;
-    case v1::TRANSPORT_SHM:
-      if (fd_server_ != nullptr) return grpc::Status::OK;
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "the shm transport needs the daemon's unix socket "
-                          "(listen.unix), which this daemon does not have; "
-                          "use transport grpc");
-    case v1::TRANSPORT_CUDA_IPC:
-      return grpc::Status(
-          grpc::StatusCode::FAILED_PRECONDITION,
-          "this daemon has no cuda_ipc transport: it was built without GPU "
-          "delivery; use shm (same node) or grpc");
-    default:
-      return grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("unknown transport number ",
-                       static_cast<int>(transport),
-                       "; this daemon knows grpc (1), shm (2) and cuda_ipc "
-                       "(3)"));
-  }
 }
 
 void StreamReactor::OnReadDone(bool ok) {
@@ -122,8 +98,9 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
     return;
   }
   const v1::OpenStream& open = request.open();
-  if (grpc::Status s = CheckTransport(open.transport()); !s.ok()) {
-    FinishOnce(s);
+  absl::StatusOr<Transport*> transport = transports_->Find(open.transport());
+  if (!transport.ok()) {
+    FinishOnce(ToGrpcStatus(transport.status()));
     return;
   }
   {
@@ -135,6 +112,8 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
   // memory valid until the opener is done with it.
   refs_.fetch_add(1);
   service::StreamSpec spec = ToSpec(open);
+  spec.transport = Transports::Name(open.transport());
+  spec.client_holds = (*transport)->client_holds();
   spec.peer = peer_;
   absl::Time deadline = absl::FromChrono(deadline_);
   if (open.open_timeout() > 0) {
@@ -143,81 +122,61 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
   }
   opener_->Submit(
       std::move(spec), deadline, [this] { return cancel_requested_.load(); },
-      [this, open](absl::StatusOr<service::OpenedStream> opened) {
-        OnOpened(open, std::move(opened));
+      [this, open, transport = *transport](
+          absl::StatusOr<service::OpenedStream> opened) {
+        OnOpened(open, transport, std::move(opened));
         Unref();
       });
 }
 
-void StreamReactor::OnOpened(const v1::OpenStream& open,
-                             absl::StatusOr<service::OpenedStream> opened) {
-  grpc::Status refused;
-  if (!opened.ok()) refused = ToGrpcStatus(opened.status());
-  std::shared_ptr<service::Stream> stream;
-  v1::StreamResponse response;
-  std::shared_ptr<Delivery> delivery;
-  std::shared_ptr<ShmDelivery> shm_delivery;
-  std::shared_ptr<NoticeChannel> channel;
-  if (opened.ok()) {
-    stream = opened->stream;
-    v1::StreamHeader* header = response.mutable_header();
-    header->set_num_samples(stream->num_samples());
-    header->set_steps_per_epoch(stream->steps_per_epoch());
-    header->set_samples_per_epoch(stream->samples_per_epoch());
-    header->set_prefetch(opened->prefetch);
-    header->set_shared(opened->shared);
-    header->set_share_refused(opened->share_refused);
-    header->set_ack_list(true);
-    *header->mutable_start() = open.start();
-    for (const pipeline::TensorSpec& t : stream->layout().per_sample()) {
-      ToProto(t, header->add_outputs());
-    }
-    if (open.transport() == v1::TRANSPORT_SHM) {
-      auto ring = ShmRing::Create("stoker-ring", opened->window,
-                                  opened->batch_bytes, opened->ticket);
-      if (ring.ok()) {
-        std::shared_ptr<ShmRing> shared_ring;
-        if (open.map_shared_ring()) {
-          shared_ring = fd_server_->RunRing(opened->run_memory.get());
-        }
-        shm_delivery = std::make_shared<ShmDelivery>(
-            *std::move(ring), fd_server_, std::move(shared_ring));
-        delivery = shm_delivery;
-        if (open.notice_socket()) {
-          NoticeChannel::Hooks hooks;
-          hooks.connected = [this] { Pump(); };
-          hooks.request = [this](const v1::StreamRequest& r) { TakeAcks(r); };
-          hooks.lost = [this](const absl::Status& s) {
-            FinishOnce(ToGrpcStatus(s));
-          };
-          channel = NoticeChannel::Create(fd_server_, std::move(hooks));
-          header->mutable_notices()->set_path(channel->path());
-          header->mutable_notices()->set_token(channel->token());
-        }
-      } else {
-        refused = ToGrpcStatus(ring.status());
-      }
-    } else {
-      delivery = std::make_shared<GrpcDelivery>(std::make_shared<BufferPool>(
-          opened->batch_bytes, opened->window, opened->ticket));
-    }
-    if (delivery != nullptr) delivery->DescribeIn(header);
+absl::StatusOr<std::shared_ptr<Delivery>> StreamReactor::SetUp(
+    const v1::OpenStream& open, Transport* transport,
+    const service::OpenedStream& opened, v1::StreamResponse* response) {
+  const service::Stream& stream = *opened.stream;
+  v1::StreamHeader* header = response->mutable_header();
+  header->set_num_samples(stream.num_samples());
+  header->set_steps_per_epoch(stream.steps_per_epoch());
+  header->set_samples_per_epoch(stream.samples_per_epoch());
+  header->set_prefetch(opened.prefetch);
+  header->set_shared(opened.shared);
+  header->set_share_refused(opened.share_refused);
+  header->set_ack_list(true);
+  *header->mutable_start() = open.start();
+  for (const pipeline::TensorSpec& t : stream.layout().per_sample()) {
+    ToProto(t, header->add_outputs());
   }
-  if (delivery == nullptr) {
-    if (stream != nullptr) stream->Cancel();
+  OpenContext context{open, opened, {}};
+  context.hooks.connected = [this] { Pump(); };
+  context.hooks.request = [this](const v1::StreamRequest& r) { TakeAcks(r); };
+  context.hooks.lost = [this](const absl::Status& s) {
+    FinishOnce(ToGrpcStatus(s));
+  };
+  absl::StatusOr<std::shared_ptr<Delivery>> delivery =
+      transport->Open(context);
+  if (delivery.ok()) (*delivery)->DescribeIn(header);
+  return delivery;
+}
+
+void StreamReactor::OnOpened(const v1::OpenStream& open, Transport* transport,
+                             absl::StatusOr<service::OpenedStream> opened) {
+  v1::StreamResponse response;
+  absl::StatusOr<std::shared_ptr<Delivery>> delivery =
+      opened.ok() ? SetUp(open, transport, *opened, &response)
+                  : opened.status();
+  if (!delivery.ok()) {
+    if (opened.ok()) opened->stream->Cancel();
     absl::MutexLock lock(&mu_);
     opening_ = false;
   } else {
     // Before the lock (they take the callbacks' locks, which are held while
     // a callback runs Pump): until stream_ is set below, Pump does nothing,
     // and no batch is started before it.
-    stream->SetReadyCallback([this] { Pump(); });
-    delivery->SetReturnHook([this] { Pump(); });
+    opened->stream->SetReadyCallback([this] { Pump(); });
+    (*delivery)->SetReturnHook([this] { Pump(); });
     absl::MutexLock lock(&mu_);
-    stream_ = stream;
-    delivery_ = delivery;
-    shm_delivery_ = std::move(shm_delivery);
-    channel_ = std::move(channel);
+    stream_ = opened->stream;
+    delivery_ = *delivery;
+    channel_ = delivery_->side_channel();
     session_.emplace(opened->window);
     pending_header_ =
         std::make_unique<grpc::ByteBuffer>(SerializeToByteBuffer(response));
@@ -226,8 +185,8 @@ void StreamReactor::OnOpened(const v1::OpenStream& open,
   }
   if (cancel_requested_) {
     FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
-  } else if (delivery == nullptr) {
-    FinishOnce(refused);
+  } else if (!delivery.ok()) {
+    FinishOnce(ToGrpcStatus(delivery.status()));
   } else {
     Pump();
   }
@@ -269,14 +228,14 @@ void StreamReactor::Pump() {
       if (action.kind == service::StreamSession::Action::kWait) break;
       if (noticing) {
         const auto started = std::chrono::steady_clock::now();
-        channel_->Send(shm_delivery_->Describe(*std::move(action.batch)));
+        channel_->Send(delivery_->HandOver(*std::move(action.batch)).message);
         stream_->RecordTransfer(
             std::chrono::duration_cast<std::chrono::nanoseconds>(
                 std::chrono::steady_clock::now() - started)
                 .count());
         continue;
       }
-      out_ = delivery_->Encode(*std::move(action.batch));
+      out_ = Encode(delivery_->HandOver(*std::move(action.batch)));
       writing_ = start_write = true;
       batch_write_started_ = std::chrono::steady_clock::now();
       break;
@@ -355,13 +314,12 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
 void StreamReactor::OnDone() {
   std::shared_ptr<service::Stream> stream;
   std::shared_ptr<Delivery> delivery;
-  std::shared_ptr<NoticeChannel> channel;
+  SideChannel* channel;
   {
     absl::MutexLock lock(&mu_);
     stream = std::move(stream_);
     delivery = std::move(delivery_);
-    shm_delivery_.reset();
-    channel = std::move(channel_);
+    channel = std::exchange(channel_, nullptr);
   }
   // After these return, no callback can reach this reactor.
   if (stream != nullptr) stream->Cancel();

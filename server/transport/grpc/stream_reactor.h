@@ -9,12 +9,11 @@
 // (service/stream_session.h) says: the session keeps the window, the order
 // and the acks; the reactor only says when it can send and end, and sends.
 //
-// Where buffers come from and how a batch is described on the wire is the
-// stream's Delivery (delivery.h): a zero-copy payload slice for the grpc
-// transport, a slot of a shared-memory ring for shm. An shm client may ask
-// for a notice socket (notice_channel.h): then batches are announced, and
-// acks taken, there instead of on the call, which carries the header and
-// the final status.
+// Where buffers come from and how a batch is handed over is the stream's
+// Delivery, made by the transport the client asked for (transport.h); the
+// reactor converts each handover to a message on the call (convert.h), or
+// sends it on the delivery's side channel when it has one, which then also
+// brings the acks; the call still carries the header and the final status.
 //
 // Thread-safe: reactions and stream callbacks arrive on any thread. Deletes
 // itself once OnDone has run and the opener no longer holds it.
@@ -34,9 +33,7 @@
 #include "server/service/opener.h"
 #include "server/service/stream_service.h"
 #include "server/service/stream_session.h"
-#include "server/transport/grpc/delivery.h"
-#include "server/transport/shm/fd_server.h"
-#include "server/transport/shm/notice_channel.h"
+#include "server/transport/transport.h"
 #include "stoker/v1/stoker.pb.h"
 
 namespace stoker::transport {
@@ -44,13 +41,12 @@ namespace stoker::transport {
 class StreamReactor
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  // `service`, `opener` and `fd_server` outlive every RPC (the server is
-  // shut down first). `fd_server` is null when the daemon has no unix
-  // socket, and then the shm transport is refused.
-  // `peer` is the caller's key for per-peer limits (see PeerKey).
+  // `service`, `opener` and `transports` outlive every RPC (the server is
+  // shut down first). `peer` is the caller's key for per-peer limits (see
+  // PeerKey).
   StreamReactor(service::StreamService* service, service::Opener* opener,
-                FdServer* fd_server, grpc::CallbackServerContext* context,
-                std::string peer);
+                const Transports* transports,
+                grpc::CallbackServerContext* context, std::string peer);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -64,20 +60,21 @@ class StreamReactor
   void TakeAcks(const v1::StreamRequest& request);
   // Runs on the opener's thread with the outcome of the open: sets the
   // stream up on its transport and starts it, or finishes the call.
-  void OnOpened(const v1::OpenStream& open,
+  void OnOpened(const v1::OpenStream& open, Transport* transport,
                 absl::StatusOr<service::OpenedStream> opened);
+  // The stream's header, and its delivery on `transport`.
+  absl::StatusOr<std::shared_ptr<Delivery>> SetUp(
+      const v1::OpenStream& open, Transport* transport,
+      const service::OpenedStream& opened, v1::StreamResponse* header);
   void Pump();
   void FinishOnce(const grpc::Status& status);
   // Deletes this once gRPC is done with it (OnDone) and the opener no
   // longer holds it.
   void Unref();
 
-  // FAILED_PRECONDITION, saying why, for a transport this daemon can't serve.
-  grpc::Status CheckTransport(v1::Transport transport) const;
-
   service::StreamService* const service_;
   service::Opener* const opener_;
-  FdServer* const fd_server_;
+  const Transports* const transports_;
   const std::chrono::system_clock::time_point deadline_;
   const std::string peer_;
   // Set when the client goes away while the open is waiting.
@@ -89,10 +86,8 @@ class StreamReactor
   absl::Mutex mu_;
   std::shared_ptr<service::Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Delivery> delivery_ ABSL_GUARDED_BY(mu_);
-  // For an shm stream with a notice socket: the socket, and delivery_ as
-  // what it is, which describes batches for the socket.
-  std::shared_ptr<NoticeChannel> channel_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<ShmDelivery> shm_delivery_ ABSL_GUARDED_BY(mu_);
+  // The delivery's side channel, or null: batches go on the call.
+  SideChannel* channel_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The window, the order and the acks; set once the stream is open.
   std::optional<service::StreamSession> session_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -86,7 +86,7 @@ void NoticeChannel::Take(int fd) {
   thread_ = std::thread([self = shared_from_this()] { self->Run(); });
 }
 
-void NoticeChannel::Send(const google::protobuf::MessageLite& message) {
+void NoticeChannel::Send(const v1::StreamResponse& message) {
   const size_t size = message.ByteSizeLong();
   std::string frame(kLengthBytes + size, '\0');
   for (size_t i = 0; i < kLengthBytes; ++i) {

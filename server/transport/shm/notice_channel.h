@@ -25,44 +25,41 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "google/protobuf/message_lite.h"
 #include "server/transport/shm/fd_server.h"
+#include "server/transport/transport.h"
 #include "stoker/v1/stoker.pb.h"
 
 namespace stoker::transport {
 
-class NoticeChannel : public std::enable_shared_from_this<NoticeChannel> {
+class NoticeChannel : public SideChannel,
+                      public std::enable_shared_from_this<NoticeChannel> {
  public:
   static constexpr size_t kMaxFrameBytes = 1 << 20;
 
-  struct Hooks {
-    std::function<void()> connected;  // The client connected.
-    // A frame from the client.
-    std::function<void(const v1::StreamRequest&)> request;
-    // The client closed the connection before End(), or broke the protocol.
-    std::function<void(const absl::Status&)> lost;
-  };
+  // request: a frame from the client; lost: the client closed the
+  // connection before End(), or broke the protocol.
+  using Hooks = SideChannel::Hooks;
 
   // `fd_server` outlives the channel.
   static std::shared_ptr<NoticeChannel> Create(FdServer* fd_server,
                                                Hooks hooks);
-  ~NoticeChannel();
+  ~NoticeChannel() override;
 
   const std::string& token() const { return token_; }
   const std::string& path() const { return fd_server_->path(); }
-  bool connected() const;
+  bool connected() const override;
 
   // Writes `message` as one frame, now or (what the socket does not take
   // at once) from the channel's thread. Nothing is sent before the client
   // connected, nor after End().
-  void Send(const google::protobuf::MessageLite& message);
+  void Send(const v1::StreamResponse& message) override;
   // After what was sent, shuts the connection down: the client reads to
   // the end, then learns the outcome from the call. A client that connects
   // later gets an ended connection.
-  void End();
+  void End() override;
   // Forgets the token and stops the thread (joined, unless called on it);
   // no hook runs afterwards.
-  void Detach();
+  void Detach() override;
 
  private:
   NoticeChannel(FdServer* fd_server, Hooks hooks);

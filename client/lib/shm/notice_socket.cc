@@ -1,4 +1,4 @@
-#include "notice_socket.h"
+#include "client/lib/shm/notice_socket.h"
 
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "shm_mapping.h"
+#include "client/lib/shm/shm_mapping.h"
 
 namespace stoker {
 namespace {

@@ -1,7 +1,7 @@
 // The client's side of a shm ring (see ShmRing in stoker.proto): fetching
 // its descriptor from the daemon's fd socket and mapping it read-only.
-#ifndef STOKER_CLIENT_LIB_SHM_MAPPING_H_
-#define STOKER_CLIENT_LIB_SHM_MAPPING_H_
+#ifndef STOKER_CLIENT_LIB_SHM_SHM_MAPPING_H_
+#define STOKER_CLIENT_LIB_SHM_SHM_MAPPING_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -37,4 +37,4 @@ absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring);
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_LIB_SHM_MAPPING_H_
+#endif  // STOKER_CLIENT_LIB_SHM_SHM_MAPPING_H_

@@ -10,8 +10,8 @@
 // Thread-safety: Read() is called by one thread at a time (the stream's
 // owner). Write() and Shutdown() may be called from any thread, also while
 // a Read() is blocked.
-#ifndef STOKER_CLIENT_LIB_NOTICE_SOCKET_H_
-#define STOKER_CLIENT_LIB_NOTICE_SOCKET_H_
+#ifndef STOKER_CLIENT_LIB_SHM_NOTICE_SOCKET_H_
+#define STOKER_CLIENT_LIB_SHM_NOTICE_SOCKET_H_
 
 #include <cstddef>
 #include <memory>
@@ -20,12 +20,13 @@
 
 #include "absl/status/statusor.h"
 #include "stoker/v1/stoker.pb.h"
+#include "client/lib/transport.h"
 
 namespace stoker {
 
 inline constexpr size_t kMaxNoticeFrameBytes = size_t{1} << 20;
 
-class NoticeSocket {
+class NoticeSocket : public ClientSideChannel {
  public:
   // Connects to `notices.path`, sends the token and reads the daemon's
   // verdict, each step bounded by 10 s; the socket blocks without bound
@@ -38,7 +39,7 @@ class NoticeSocket {
   // Takes `fd`, a connected stream socket past the handshake (a test's
   // socketpair end); `path` names it in errors.
   NoticeSocket(int fd, std::string path);
-  ~NoticeSocket();  // Closes the socket.
+  ~NoticeSocket() override;  // Closes the socket.
   NoticeSocket(const NoticeSocket&) = delete;
   NoticeSocket& operator=(const NoticeSocket&) = delete;
 
@@ -48,22 +49,22 @@ class NoticeSocket {
   // socket, for a frame over the bound or one that does not parse. One
   // read() may bring several frames: the rest wait in a buffer for the next
   // calls. REQUIRES: no other Read() at the same time.
-  absl::StatusOr<bool> Read(v1::StreamResponse* response);
+  absl::StatusOr<bool> Read(v1::StreamResponse* response) override;
 
   // After Read() returned false: whether the connection ended inside a
   // frame (a daemon that went away mid-write).
-  bool truncated() const { return truncated_; }
+  bool truncated() const override { return truncated_; }
 
   // Sends `request` as one whole frame; frames of concurrent calls never
   // interleave. A connection the daemon closed is not an error here: the
   // stream's end shows on the read side.
-  void Write(const v1::StreamRequest& request);
+  void Write(const v1::StreamRequest& request) override;
 
   // Shuts both directions down, so a Read() blocked in read() returns
   // false. Idempotent; the descriptor stays open until destruction.
-  void Shutdown();
+  void Shutdown() override;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
 
  private:
   const int fd_;
@@ -85,4 +86,4 @@ class NoticeSocket {
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_LIB_NOTICE_SOCKET_H_
+#endif  // STOKER_CLIENT_LIB_SHM_NOTICE_SOCKET_H_

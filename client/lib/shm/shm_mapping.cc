@@ -1,4 +1,4 @@
-#include "shm_mapping.h"
+#include "client/lib/shm/shm_mapping.h"
 
 #include <sys/mman.h>
 #include <sys/socket.h>

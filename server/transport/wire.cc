@@ -1,0 +1,59 @@
+#include "server/transport/wire.h"
+
+namespace stoker::transport {
+
+service::StreamSpec ToSpec(const v1::OpenStream& open) {
+  service::StreamSpec spec;
+  spec.dataset = open.dataset();
+  spec.pipeline = open.pipeline();
+  spec.batch_size = open.batch_size();
+  spec.seed = open.seed();
+  spec.epochs = open.epochs();
+  spec.rank = open.rank();
+  spec.world_size = open.world_size() == 0 ? 1 : open.world_size();
+  spec.job_id = open.job_id();
+  spec.drop_last = open.drop_last();
+  spec.prefetch = open.prefetch();
+  spec.start_epoch = open.start().epoch();
+  spec.start_step = open.start().step();
+  spec.weight = open.weight() == 0 ? 1.0 : open.weight();  // 0: unset.
+  spec.hold = open.hold();
+  spec.share = open.share();
+  return spec;
+}
+
+v1::DType ToProto(pipeline::DType dtype) {
+  switch (dtype) {
+    case pipeline::DType::kUint8:
+      return v1::DTYPE_UINT8;
+    case pipeline::DType::kInt64:
+      return v1::DTYPE_INT64;
+    case pipeline::DType::kFloat16:
+      return v1::DTYPE_FLOAT16;
+    case pipeline::DType::kFloat32:
+      return v1::DTYPE_FLOAT32;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+void ToProto(const pipeline::TensorSpec& spec, v1::TensorSpec* out) {
+  out->set_name(spec.name);
+  out->set_dtype(ToProto(spec.dtype));
+  for (int64_t d : spec.shape) out->add_shape(d);
+}
+
+void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out) {
+  out->set_epoch(batch.epoch);
+  out->set_step(batch.step);
+  out->set_shared(batch.shared);
+  for (uint64_t id : batch.sample_ids) out->add_sample_ids(id);
+  for (uint64_t id : batch.skipped_ids) out->add_skipped_ids(id);
+  for (const service::BatchTensor& t : batch.tensors) {
+    v1::TensorSpec* spec = out->add_tensors();
+    ToProto(t.spec, spec);
+    spec->set_offset(t.offset);
+    spec->set_length(t.length);
+  }
+}
+
+}  // namespace stoker::transport

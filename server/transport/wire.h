@@ -1,0 +1,23 @@
+// Conversions between the service's plain types and the stoker.v1 messages
+// every transport speaks. gRPC's own types are in grpc/convert.h.
+#ifndef STOKER_SERVER_TRANSPORT_WIRE_H_
+#define STOKER_SERVER_TRANSPORT_WIRE_H_
+
+#include "server/pipeline/tensor.h"
+#include "server/service/batch.h"
+#include "server/service/stream.h"
+#include "stoker/v1/stoker.pb.h"
+
+namespace stoker::transport {
+
+// The request as plain values; `transport` is left to the caller, which
+// knows the transport it found.
+service::StreamSpec ToSpec(const v1::OpenStream& open);
+v1::DType ToProto(pipeline::DType dtype);
+void ToProto(const pipeline::TensorSpec& spec, v1::TensorSpec* out);
+// Sets a Batch's epoch, step, sample ids and tensor specs (not the payload).
+void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out);
+
+}  // namespace stoker::transport
+
+#endif  // STOKER_SERVER_TRANSPORT_WIRE_H_
