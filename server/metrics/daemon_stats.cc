@@ -7,14 +7,7 @@ std::vector<LabelStats> ReadLabelStats(const service::StreamService& service) {
   for (const auto& [key, c] : service.Counters()) {
     LabelStats s;
     s.key = key;
-    s.samples = c->samples.load(std::memory_order_relaxed);
-    s.batches = c->batches.load(std::memory_order_relaxed);
-    s.bytes = c->bytes.load(std::memory_order_relaxed);
-    s.skipped = c->skipped.load(std::memory_order_relaxed);
-    s.shared_batches = c->shared_batches.load(std::memory_order_relaxed);
-    s.acks = c->acks.load(std::memory_order_relaxed);
-    s.wait_seconds = c->wait_ns.load(std::memory_order_relaxed) * 1e-9;
-    s.busy_seconds = c->busy_ns.load(std::memory_order_relaxed) * 1e-9;
+    s.counts = c->Read();
     for (int i = 0; i < service::kNumStages; ++i) {
       s.latency[i] = c->latency[i].Read();
     }

@@ -27,14 +27,7 @@ namespace stoker::metrics {
 // The cumulative counters of one label set, read.
 struct LabelStats {
   service::CounterKey key;
-  int64_t samples = 0;
-  int64_t batches = 0;
-  int64_t bytes = 0;
-  int64_t skipped = 0;
-  int64_t shared_batches = 0;
-  int64_t acks = 0;
-  double wait_seconds = 0;
-  double busy_seconds = 0;
+  service::CountValues counts;
   std::array<service::LatencyHistogram::Snapshot, service::kNumStages> latency;
 };
 

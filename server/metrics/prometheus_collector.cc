@@ -67,41 +67,11 @@ struct OpenStreams {
 };
 
 void AddLabelCounters(const DaemonStats& stats, Families& f) {
-  struct Field {
-    const char* name;
-    const char* help;
-    double (*get)(const LabelStats&);
-  };
-  static constexpr Field kFields[] = {
-      {"stoker_samples_total", "Samples delivered to consumers.",
-       [](const LabelStats& s) { return double(s.samples); }},
-      {"stoker_batches_total", "Batches delivered to consumers.",
-       [](const LabelStats& s) { return double(s.batches); }},
-      {"stoker_bytes_total", "Bytes of batch payload delivered.",
-       [](const LabelStats& s) { return double(s.bytes); }},
-      {"stoker_corrupt_samples_total",
-       "Corrupt samples (bad checksum or undecodable) left out of batches.",
-       [](const LabelStats& s) { return double(s.skipped); }},
-      {"stoker_shared_batches_total",
-       "Batches delivered from a shared preprocessing run that built them "
-       "once for several streams (included in stoker_batches_total).",
-       [](const LabelStats& s) { return double(s.shared_batches); }},
-      {"stoker_acks_total", "Batches acknowledged by consumers.",
-       [](const LabelStats& s) { return double(s.acks); }},
-      {"stoker_consumer_wait_seconds_total",
-       "Time consumers waited for batches (the data stall), as they report "
-       "it on each ack.",
-       [](const LabelStats& s) { return s.wait_seconds; }},
-      {"stoker_consumer_busy_seconds_total",
-       "Time consumers spent between their requests (training steps). Stall "
-       "share = rate(wait) / (rate(wait) + rate(busy)).",
-       [](const LabelStats& s) { return s.busy_seconds; }},
-  };
-  for (const Field& field : kFields) {
-    MetricFamily& family = f.Add(field.name, field.help, MetricType::Counter);
+  for (const service::CountDef& def : service::kCounts) {
+    MetricFamily& family = f.Add(def.metric, def.help, MetricType::Counter);
     for (const LabelStats& s : stats.labels) {
-      family.metric.push_back(
-          Families::CounterMetric(Labels(s.key), field.get(s)));
+      family.metric.push_back(Families::CounterMetric(
+          Labels(s.key), s.counts.Exported(def.count)));
     }
   }
 

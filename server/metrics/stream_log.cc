@@ -35,8 +35,9 @@ void StreamLog::OnOpen(const service::StreamSnapshot& stream,
 void StreamLog::OnClose(const service::StreamSnapshot& stream,
                         const absl::Status& status, double seconds_open) {
   const service::StreamSpec& s = stream.spec;
-  const service::StreamStats& st = stream.stats;
-  const double consumer = st.wait_seconds + st.busy_seconds;
+  const service::CountValues& st = stream.stats.counts;
+  const double wait = st.Exported(service::Count::kWaitNs);
+  const double consumer = wait + st.Exported(service::Count::kBusyNs);
   if (!status.ok()) {
     // Why it ended: for DATA_LOSS the shard file and key of the bad record.
     Log(LogLevel::kWarning, "stream_error",
@@ -53,12 +54,12 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
        {"rank", absl::StrCat(s.rank, "/", s.world_size)},
        {"transport", s.transport},
        {"status", StatusCodeName(static_cast<int>(status.code()))},
-       {"samples", absl::StrCat(st.samples)},
-       {"batches", absl::StrCat(st.batches)},
-       {"skipped", absl::StrCat(st.skipped)},
+       {"samples", absl::StrCat(st[service::Count::kSamples])},
+       {"batches", absl::StrCat(st[service::Count::kBatches])},
+       {"skipped", absl::StrCat(st[service::Count::kSkipped])},
        {"seconds", absl::StrFormat("%.3f", seconds_open)},
        {"stall_share", consumer > 0
-                           ? absl::StrFormat("%.3f", st.wait_seconds / consumer)
+                           ? absl::StrFormat("%.3f", wait / consumer)
                            : std::string("-")}});
 }
 

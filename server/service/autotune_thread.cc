@@ -109,10 +109,11 @@ AutotuneThread::Totals AutotuneThread::Read() const {
   t.wall = NowSeconds();
   t.pool_busy = pool_->GetStats().busy_ns * 1e-9;
   for (const auto& [key, c] : service_->Counters()) {
-    t.samples += c->samples.load();
-    t.wait += c->wait_ns.load() * 1e-9;
-    t.consumer_busy += c->busy_ns.load() * 1e-9;
-    t.acks += c->acks.load();
+    const CountValues v = c->Read();
+    t.samples += v[Count::kSamples];
+    t.wait += v.Exported(Count::kWaitNs);
+    t.consumer_busy += v.Exported(Count::kBusyNs);
+    t.acks += v[Count::kAcks];
   }
   t.machine_busy = MachineBusySeconds();
   t.self_cpu = SelfCpuSeconds();

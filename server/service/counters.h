@@ -1,22 +1,100 @@
-// Cumulative counters of all streams that share the same labels (dataset,
-// pipeline, job, transport). Streams add to them as they work; the metrics
-// layer reads them. They live in the StreamService and are shared with each
-// stream (shared_ptr), so what a stream counted outlives the stream: a
-// Prometheus counter never goes backwards when a stream closes.
+// What streams count. Each count is one entry of kCounts: that entry makes
+// the stream's own value (GetStats, `stoker top`, the close log), the
+// cumulative value of its label set (dataset, pipeline, job, transport) and
+// its Prometheus counter family, and puts it in GetStats' `counts` maps. A
+// new count takes three edits: its entry here, the place that counts it
+// (Stream::Add), and its test.
 //
-// Thread-safe: every field is atomic.
+// A stream counts once, into its own Counts, which it got by joining its
+// label set's StreamCounters. A label set reads as what its closed streams
+// counted (folded in when a stream lets go of its Counts) plus what its open
+// streams count now, so a Prometheus counter never goes backwards when a
+// stream closes.
+//
+// Thread-safe.
 #ifndef STOKER_SERVER_SERVICE_COUNTERS_H_
 #define STOKER_SERVER_SERVICE_COUNTERS_H_
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/service/latency_histogram.h"
 
 namespace stoker::service {
+
+enum class Count {
+  kSamples,
+  kBatches,
+  kBytes,
+  kSkipped,
+  kSharedBatches,
+  kAcks,
+  kWaitNs,
+  kBusyNs,
+};
+
+struct CountDef {
+  Count count;
+  const char* name;    // In GetStats' `counts` maps.
+  const char* metric;  // The Prometheus family.
+  const char* help;
+  double unit;  // What one counted unit is in the exported value.
+};
+
+inline constexpr CountDef kCounts[] = {
+    {Count::kSamples, "samples", "stoker_samples_total",
+     "Samples delivered to consumers.", 1},
+    {Count::kBatches, "batches", "stoker_batches_total",
+     "Batches delivered to consumers.", 1},
+    {Count::kBytes, "bytes", "stoker_bytes_total",
+     "Bytes of batch payload delivered.", 1},
+    {Count::kSkipped, "skipped", "stoker_corrupt_samples_total",
+     "Corrupt samples (bad checksum or undecodable) left out of batches.", 1},
+    {Count::kSharedBatches, "shared_batches", "stoker_shared_batches_total",
+     "Batches delivered from a shared preprocessing run that built them once "
+     "for several streams (included in stoker_batches_total).",
+     1},
+    {Count::kAcks, "acks", "stoker_acks_total",
+     "Batches acknowledged by consumers.", 1},
+    {Count::kWaitNs, "wait_seconds", "stoker_consumer_wait_seconds_total",
+     "Time consumers waited for batches (the data stall), as they report it "
+     "on each ack.",
+     1e-9},
+    {Count::kBusyNs, "busy_seconds", "stoker_consumer_busy_seconds_total",
+     "Time consumers spent between their requests (training steps). Stall "
+     "share = rate(wait) / (rate(wait) + rate(busy)).",
+     1e-9},
+};
+inline constexpr int kNumCounts = sizeof(kCounts) / sizeof(kCounts[0]);
+
+// Values read, indexed by Count.
+struct CountValues {
+  std::array<int64_t, kNumCounts> v{};
+  int64_t operator[](Count c) const { return v[static_cast<int>(c)]; }
+  int64_t& operator[](Count c) { return v[static_cast<int>(c)]; }
+  // In the exported unit (seconds for the *Ns counts).
+  double Exported(Count c) const {
+    return static_cast<double>((*this)[c]) * kCounts[static_cast<int>(c)].unit;
+  }
+};
+
+class Counts {
+ public:
+  void Add(Count c, int64_t n) {
+    v_[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
+  }
+  CountValues Read() const;
+
+ private:
+  std::array<std::atomic<int64_t>, kNumCounts> v_{};
+};
 
 // The stages a sample or batch goes through, for latency histograms.
 enum class Stage { kRead, kDecode, kAugment, kCollate, kTransfer };
@@ -34,21 +112,25 @@ struct CounterKey {
   }
 };
 
-struct StreamCounters {
-  std::atomic<int64_t> samples{0};
-  std::atomic<int64_t> batches{0};
-  std::atomic<int64_t> bytes{0};
-  std::atomic<int64_t> skipped{0};  // Corrupt samples left out.
-  // Batches delivered from a shared run that built them once for several.
-  std::atomic<int64_t> shared_batches{0};
-  std::atomic<int64_t> acks{0};
-  std::atomic<int64_t> wait_ns{0};  // Consumers waited for batches.
-  std::atomic<int64_t> busy_ns{0};  // Consumers spent between requests.
-  std::array<LatencyHistogram, kNumStages> latency;
+// The counts and stage latencies of one label set.
+class StreamCounters {
+ public:
+  // Counts for one stream, part of this label set until dropped, when they
+  // fold into it.
+  static std::shared_ptr<Counts> Join(std::shared_ptr<StreamCounters> set);
+  CountValues Read() const;
 
   void Observe(Stage stage, int64_t ns) {
     latency[static_cast<int>(stage)].Observe(ns);
   }
+  std::array<LatencyHistogram, kNumStages> latency;
+
+ private:
+  void Fold(const Counts* counts);
+
+  mutable absl::Mutex mu_;
+  CountValues folded_ ABSL_GUARDED_BY(mu_);
+  std::set<const Counts*> open_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker::service

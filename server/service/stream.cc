@@ -47,11 +47,12 @@ Stream::Stream(Options options)
       layout_(pipeline_->outputs(), spec_.batch_size),
       pool_(options.pool),
       group_(std::move(options.group)),
-      count_deliveries_(options.count_deliveries),
       on_corrupt_(options.on_corrupt),
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
       counters_(std::move(options.counters)),
+      counts_(options.count_deliveries ? StreamCounters::Join(counters_)
+                                       : std::make_shared<Counts>()),
       sampler_(*std::move(options.sampler)),
       next_epoch_(spec_.start_epoch),
       next_step_(spec_.start_step) {}
@@ -187,7 +188,7 @@ std::optional<ReadyBatch> Stream::TakeReady() {
     }
     ready = *std::move(batch->delivered);
     ready.buffer = std::move(batch->buffer);
-    Count(ready);
+    CountDelivered(ready);
     return ready;
   }
   ready.epoch = batch->epoch;
@@ -217,28 +218,17 @@ std::optional<ReadyBatch> Stream::TakeReady() {
   ready.tensors = DescribeBatch(layout_, n);
   ready.bytes = layout_.Bytes(n);
   ready.buffer = std::move(batch->buffer);
-  Count(ready);
+  CountDelivered(ready);
   return ready;
 }
 
-void Stream::Count(const ReadyBatch& ready) {
-  const int64_t n = static_cast<int64_t>(ready.sample_ids.size());
-  const int64_t skipped = static_cast<int64_t>(ready.skipped_ids.size());
-  const int64_t bytes = static_cast<int64_t>(ready.bytes);
-  {
-    absl::MutexLock lock(&mu_);
-    stats_.samples += n;
-    stats_.batches += 1;
-    stats_.skipped += skipped;
-    stats_.bytes += bytes;
-    stats_.shared_batches += ready.shared ? 1 : 0;
-  }
-  if (!count_deliveries_) return;
-  counters_->samples += n;
-  counters_->batches += 1;
-  counters_->skipped += skipped;
-  counters_->bytes += bytes;
-  counters_->shared_batches += ready.shared ? 1 : 0;
+void Stream::CountDelivered(const ReadyBatch& ready) {
+  counts_->Add(Count::kSamples, static_cast<int64_t>(ready.sample_ids.size()));
+  counts_->Add(Count::kBatches, 1);
+  counts_->Add(Count::kSkipped,
+               static_cast<int64_t>(ready.skipped_ids.size()));
+  counts_->Add(Count::kBytes, static_cast<int64_t>(ready.bytes));
+  if (ready.shared) counts_->Add(Count::kSharedBatches, 1);
 }
 
 void Stream::AttachRun(std::shared_ptr<SharedRun> run, uint64_t lend_before) {
@@ -345,13 +335,9 @@ void Stream::Cancel() {
 void Stream::RecordAck(double wait_seconds, double busy_seconds) {
   wait_seconds = std::max(0.0, wait_seconds);
   busy_seconds = std::max(0.0, busy_seconds);
-  counters_->acks += 1;
-  counters_->wait_ns += static_cast<int64_t>(wait_seconds * 1e9);
-  counters_->busy_ns += static_cast<int64_t>(busy_seconds * 1e9);
-  absl::MutexLock lock(&mu_);
-  stats_.acks += 1;
-  stats_.wait_seconds += wait_seconds;
-  stats_.busy_seconds += busy_seconds;
+  counts_->Add(Count::kAcks, 1);
+  counts_->Add(Count::kWaitNs, static_cast<int64_t>(wait_seconds * 1e9));
+  counts_->Add(Count::kBusyNs, static_cast<int64_t>(busy_seconds * 1e9));
 }
 
 void Stream::RecordTransfer(int64_t nanoseconds) {
@@ -359,29 +345,14 @@ void Stream::RecordTransfer(int64_t nanoseconds) {
 }
 
 StreamStats Stream::stats() const {
+  StreamStats s;
+  s.counts = counts_->Read();
   absl::MutexLock lock(&mu_);
-  StreamStats s = stats_;
   s.sharing = run_ != nullptr;
   for (const auto& [seq, batch] : building_) {
     (batch->done ? s.queued : s.building) += 1;
   }
   return s;
-}
-
-const char* StageName(Stage stage) {
-  switch (stage) {
-    case Stage::kRead:
-      return "read";
-    case Stage::kDecode:
-      return "decode";
-    case Stage::kAugment:
-      return "augment";
-    case Stage::kCollate:
-      return "collate";
-    case Stage::kTransfer:
-      return "transfer";
-  }
-  return "unknown";
 }
 
 }  // namespace stoker::service

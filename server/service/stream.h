@@ -86,15 +86,8 @@ struct StreamSpec {
 
 // What one stream did since it opened, and what it holds now.
 struct StreamStats {
-  int64_t samples = 0;   // Delivered (handed to the transport).
-  int64_t batches = 0;
-  int64_t skipped = 0;   // Samples left out as corrupt.
-  int64_t shared_batches = 0;  // Delivered batches built once for several.
-  int64_t bytes = 0;
-  int64_t acks = 0;
-  double wait_seconds = 0;  // Consumer waited for batches (data stall).
-  double busy_seconds = 0;  // Consumer spent between its requests.
-  int queued = 0;           // Finished batches not yet taken.
+  CountValues counts;  // Since it opened (counters.h).
+  int queued = 0;      // Finished batches not yet taken.
   int building = 0;         // Batches being built.
   bool sharing = false;     // Attached to a shared run now.
 };
@@ -112,10 +105,12 @@ class Stream : public BatchSource,
     pipeline::WorkerPool* pool = nullptr;  // Outlives every stream.
     std::shared_ptr<PoolGroup> group;      // Where its tasks run.
     OnCorrupt on_corrupt = OnCorrupt::kSkip;
-    // Shared with the other streams of the same labels and the metrics.
+    // Of the stream's label set, shared with the other streams of the same
+    // labels and the metrics.
     std::shared_ptr<StreamCounters> counters;
     // False for a shared run's producer: the streams it serves count what
-    // they deliver; it observes only stage latencies.
+    // they deliver; its own counts are in no label set, and it adds only
+    // stage latencies to `counters`.
     bool count_deliveries = true;
   };
 
@@ -182,8 +177,8 @@ class Stream : public BatchSource,
   void RunSample(Building* batch, uint32_t index);
   void FinishSample(Building* batch);
   void NotifyReady();
-  // Adds a batch handed to the transport to the stats and counters.
-  void Count(const ReadyBatch& ready);
+  // Counts a batch handed to the transport.
+  void CountDelivered(const ReadyBatch& ready);
   bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
@@ -194,12 +189,13 @@ class Stream : public BatchSource,
   const BatchLayout layout_;
   pipeline::WorkerPool* const pool_;
   const std::shared_ptr<PoolGroup> group_;
-  const bool count_deliveries_;
   const OnCorrupt on_corrupt_;
   const uint64_t steps_per_epoch_;
   const uint64_t samples_per_epoch_;
 
   const std::shared_ptr<StreamCounters> counters_;
+  // This stream's counts: part of counters_' label set, or of none.
+  const std::shared_ptr<Counts> counts_;
 
   std::atomic<bool> cancelled_{false};
 
@@ -217,7 +213,6 @@ class Stream : public BatchSource,
   uint64_t lend_before_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::unique_ptr<Building>> building_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  StreamStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker::service

@@ -8,8 +8,8 @@ std::string StatusLine::Next(const metrics::DaemonStats& now) {
   int64_t samples = 0;
   int64_t bytes = 0;
   for (const metrics::LabelStats& label : now.labels) {
-    samples += label.samples;
-    bytes += label.bytes;
+    samples += label.counts[service::Count::kSamples];
+    bytes += label.counts[service::Count::kBytes];
   }
   const uint32_t open = now.service.open_streams;
   std::string line =

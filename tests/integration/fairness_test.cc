@@ -64,7 +64,7 @@ class Consumer {
 std::map<std::string, int64_t> SamplesByJob(TestServer& server) {
   std::map<std::string, int64_t> out;
   for (const auto& s : server.server()->stream_service()->Snapshot()) {
-    out[s.spec.job_id] += s.stats.samples;
+    out[s.spec.job_id] += s.stats.counts[service::Count::kSamples];
   }
   return out;
 }

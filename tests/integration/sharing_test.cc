@@ -160,7 +160,7 @@ TEST(SharingTest, TwoSharedJobsReceiveIdenticalBytesBuiltOnce) {
   // The metrics count the shared batches per label set.
   int64_t shared = 0;
   for (const auto& label : (*server)->server()->Stats().labels) {
-    shared += label.shared_batches;
+    shared += label.counts[service::Count::kSharedBatches];
   }
   EXPECT_EQ(shared, CountShared(got_a) + CountShared(got_b));
 }

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "server/service/counters.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config/config_loader.h"
@@ -197,6 +198,13 @@ TEST(GetStatsTest, ShowsAnOpenStreamItsJobAndTheDaemon) {
   EXPECT_GE(s.samples(), 8u);
   EXPECT_LE(s.acks(), s.batches());
   EXPECT_LE(s.queued() + s.building(), s.prefetch());
+  // Every count of counters.h is in the map, the fixed fields agree.
+  for (const service::CountDef& def : service::kCounts) {
+    EXPECT_EQ(s.counts().count(def.name), 1u) << def.name;
+    EXPECT_EQ(stats.labels(0).counts().count(def.name), 1u) << def.name;
+  }
+  EXPECT_EQ(s.counts().at("samples"), s.samples());
+  EXPECT_EQ(s.counts().at("batches"), s.batches());
   ASSERT_EQ(stats.labels_size(), 1);
   const v1::LabelStats& l = stats.labels(0);
   EXPECT_EQ(l.job_id(), "j2");
@@ -299,11 +307,12 @@ TEST(StreamObserverTest, ReportsOpenAndCloseOnceWithFinalCounts) {
   ASSERT_TRUE(recorder.opened_.has_value());
   EXPECT_EQ(recorder.opened_->id, recorder.closed_->id);
   EXPECT_EQ(recorder.opened_->spec.job_id, "j3");
-  EXPECT_EQ(recorder.opened_->stats.samples, 0);
+  using service::Count;
+  EXPECT_EQ(recorder.opened_->stats.counts[Count::kSamples], 0);
   EXPECT_GT(recorder.reserved_, 0u);
-  EXPECT_EQ(recorder.closed_->stats.samples, 50);
-  EXPECT_EQ(recorder.closed_->stats.batches, 7);
-  EXPECT_EQ(recorder.closed_->stats.acks, 7);
+  EXPECT_EQ(recorder.closed_->stats.counts[Count::kSamples], 50);
+  EXPECT_EQ(recorder.closed_->stats.counts[Count::kBatches], 7);
+  EXPECT_EQ(recorder.closed_->stats.counts[Count::kAcks], 7);
   EXPECT_TRUE(recorder.status_.ok()) << recorder.status_;
   EXPECT_GT(recorder.seconds_, 0);
 }
@@ -321,10 +330,11 @@ TEST(StreamLogTest, WritesOneLineAtOpenAndOneAtClose) {
   metrics::StreamLog log;
   ::testing::internal::CaptureStderr();
   log.OnOpen(s, 1024, "");
-  s.stats.samples = 640;
-  s.stats.batches = 10;
-  s.stats.wait_seconds = 1;
-  s.stats.busy_seconds = 3;
+  using service::Count;
+  s.stats.counts[Count::kSamples] = 640;
+  s.stats.counts[Count::kBatches] = 10;
+  s.stats.counts[Count::kWaitNs] = 1'000'000'000;
+  s.stats.counts[Count::kBusyNs] = 3'000'000'000;
   log.OnClose(s, absl::DataLossError("bad record"), 1.5);
   const std::string out = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(out, HasSubstr("level=info event=stream_open stream=5 "

@@ -31,13 +31,14 @@ DaemonStats Synthetic() {
   d.start_time_seconds = 1700000000;
   LabelStats a;
   a.key = {"train", "aug", "a", "grpc"};
-  a.samples = 640;
-  a.batches = 10;
-  a.bytes = 1 << 20;
-  a.skipped = 3;
-  a.acks = 9;
-  a.wait_seconds = 1.5;
-  a.busy_seconds = 6.0;
+  using service::Count;
+  a.counts[Count::kSamples] = 640;
+  a.counts[Count::kBatches] = 10;
+  a.counts[Count::kBytes] = 1 << 20;
+  a.counts[Count::kSkipped] = 3;
+  a.counts[Count::kAcks] = 9;
+  a.counts[Count::kWaitNs] = 1'500'000'000;
+  a.counts[Count::kBusyNs] = 6'000'000'000;
   // decode: 2 observations at or below 1 ms, 1 above 10 s.
   auto& decode = a.latency[static_cast<int>(service::Stage::kDecode)];
   decode.counts[4] = 2;

@@ -11,11 +11,12 @@ metrics::DaemonStats Snapshot(double uptime, uint32_t open, int64_t samples,
   s.uptime_seconds = uptime;
   s.service.open_streams = open;
   metrics::LabelStats a;
-  a.samples = samples / 2;
-  a.bytes = bytes / 2;
+  using service::Count;
+  a.counts[Count::kSamples] = samples / 2;
+  a.counts[Count::kBytes] = bytes / 2;
   metrics::LabelStats b;
-  b.samples = samples - a.samples;
-  b.bytes = bytes - a.bytes;
+  b.counts[Count::kSamples] = samples - a.counts[Count::kSamples];
+  b.counts[Count::kBytes] = bytes - a.counts[Count::kBytes];
   s.labels = {a, b};
   s.pool.threads = 4;
   s.pool.busy_ns = busy_ns;

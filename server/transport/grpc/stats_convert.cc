@@ -3,6 +3,23 @@
 namespace stoker::transport {
 namespace {
 
+// The counts map, and the fields older clients read.
+template <typename Message>
+void SetCounts(const service::CountValues& counts, Message* out) {
+  using service::Count;
+  for (const service::CountDef& def : service::kCounts) {
+    (*out->mutable_counts())[def.name] = counts.Exported(def.count);
+  }
+  out->set_samples(counts[Count::kSamples]);
+  out->set_batches(counts[Count::kBatches]);
+  out->set_bytes(counts[Count::kBytes]);
+  out->set_skipped(counts[Count::kSkipped]);
+  out->set_shared_batches(counts[Count::kSharedBatches]);
+  out->set_acks(counts[Count::kAcks]);
+  out->set_wait_seconds(counts.Exported(Count::kWaitNs));
+  out->set_busy_seconds(counts.Exported(Count::kBusyNs));
+}
+
 void ToProto(const service::StreamSnapshot& s, v1::StreamStats* out) {
   out->set_id(s.id);
   out->set_dataset(s.spec.dataset);
@@ -14,16 +31,9 @@ void ToProto(const service::StreamSnapshot& s, v1::StreamStats* out) {
   out->set_batch_size(s.spec.batch_size);
   out->set_prefetch(s.spec.prefetch);
   out->set_steps_per_epoch(s.steps_per_epoch);
-  out->set_samples(s.stats.samples);
-  out->set_batches(s.stats.batches);
-  out->set_bytes(s.stats.bytes);
-  out->set_skipped(s.stats.skipped);
-  out->set_acks(s.stats.acks);
-  out->set_wait_seconds(s.stats.wait_seconds);
-  out->set_busy_seconds(s.stats.busy_seconds);
+  SetCounts(s.stats.counts, out);
   out->set_queued(s.stats.queued);
   out->set_building(s.stats.building);
-  out->set_shared_batches(s.stats.shared_batches);
   out->set_sharing(s.stats.sharing);
 }
 
@@ -32,14 +42,7 @@ void ToProto(const metrics::LabelStats& s, v1::LabelStats* out) {
   out->set_pipeline(s.key.pipeline);
   out->set_job_id(s.key.job);
   out->set_transport(s.key.transport);
-  out->set_samples(s.samples);
-  out->set_batches(s.batches);
-  out->set_bytes(s.bytes);
-  out->set_skipped(s.skipped);
-  out->set_shared_batches(s.shared_batches);
-  out->set_acks(s.acks);
-  out->set_wait_seconds(s.wait_seconds);
-  out->set_busy_seconds(s.busy_seconds);
+  SetCounts(s.counts, out);
   for (int i = 0; i < service::kNumStages; ++i) {
     const service::LatencyHistogram::Snapshot& h = s.latency[i];
     v1::StageLatency* stage = out->add_stages();

@@ -116,11 +116,19 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class LabelStats(_message.Message):
-    __slots__ = ["acks", "batches", "busy_seconds", "bytes", "dataset", "job_id", "pipeline", "samples", "shared_batches", "skipped", "stages", "transport", "wait_seconds"]
+    __slots__ = ["acks", "batches", "busy_seconds", "bytes", "counts", "dataset", "job_id", "pipeline", "samples", "shared_batches", "skipped", "stages", "transport", "wait_seconds"]
+    class CountsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     ACKS_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +142,7 @@ class LabelStats(_message.Message):
     batches: int
     busy_seconds: float
     bytes: int
+    counts: _containers.ScalarMap[str, float]
     dataset: str
     job_id: str
     pipeline: str
@@ -143,7 +152,7 @@ class LabelStats(_message.Message):
     stages: _containers.RepeatedCompositeFieldContainer[StageLatency]
     transport: str
     wait_seconds: float
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ..., shared_batches: _Optional[int] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ..., shared_batches: _Optional[int] = ..., counts: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class ListDatasetsRequest(_message.Message):
     __slots__ = []
@@ -344,13 +353,21 @@ class StreamResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[StreamHeader, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ["acks", "batch_size", "batches", "building", "busy_seconds", "bytes", "dataset", "id", "job_id", "pipeline", "prefetch", "queued", "rank", "samples", "shared_batches", "sharing", "skipped", "steps_per_epoch", "transport", "wait_seconds", "world_size"]
+    __slots__ = ["acks", "batch_size", "batches", "building", "busy_seconds", "bytes", "counts", "dataset", "id", "job_id", "pipeline", "prefetch", "queued", "rank", "samples", "shared_batches", "sharing", "skipped", "steps_per_epoch", "transport", "wait_seconds", "world_size"]
+    class CountsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     ACKS_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     BUILDING_FIELD_NUMBER: _ClassVar[int]
     BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -372,6 +389,7 @@ class StreamStats(_message.Message):
     building: int
     busy_seconds: float
     bytes: int
+    counts: _containers.ScalarMap[str, float]
     dataset: str
     id: int
     job_id: str
@@ -387,7 +405,7 @@ class StreamStats(_message.Message):
     transport: str
     wait_seconds: float
     world_size: int
-    def __init__(self, id: _Optional[int] = ..., dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., batch_size: _Optional[int] = ..., prefetch: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., queued: _Optional[int] = ..., building: _Optional[int] = ..., shared_batches: _Optional[int] = ..., sharing: bool = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., batch_size: _Optional[int] = ..., prefetch: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., queued: _Optional[int] = ..., building: _Optional[int] = ..., shared_batches: _Optional[int] = ..., sharing: bool = ..., counts: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
     __slots__ = ["dtype", "length", "name", "offset", "shape"]
