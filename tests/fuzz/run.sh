@@ -6,7 +6,7 @@
 #
 # usage: tests/fuzz/run.sh [--seconds N] [--jobs J] [TARGET...]
 #   --seconds N  fuzzing time per target (default: $STOKER_FUZZ_SECONDS, or
-#                30); 0 only replays the seed corpus
+#                20); 0 only replays the seed corpus
 #   --jobs J     targets run at once (default: the number of cores)
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>, not into
@@ -15,7 +15,7 @@
 # later run replays it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SECONDS_EACH=${STOKER_FUZZ_SECONDS:-30}
+SECONDS_EACH=${STOKER_FUZZ_SECONDS:-20}
 JOBS=$(nproc)
 TARGETS=()
 while [ $# -gt 0 ]; do
