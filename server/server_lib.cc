@@ -417,6 +417,7 @@ metrics::DaemonStats StokerServer::Stats() const {
   s.errors = service_->Errors();
   s.pool = pool_->GetStats();
   if (autotune_ != nullptr) s.autotune = autotune_->state();
+  s.transport_counts = transports_->Counters();
   absl::MutexLock lock(&mu_);
   s.storage = storage_;
   return s;

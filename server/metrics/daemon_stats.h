@@ -48,6 +48,8 @@ struct DaemonStats {
   // What the autotuner chose; all zero and false when it is off.
   service::AutotuneState autotune;
   std::vector<DatasetStorage> storage;
+  // The transports' own counters (transport.h: Transport::Counters).
+  std::vector<service::NamedCount> transport_counts;
 };
 
 // Reads the counters of every label set `service` has seen.

@@ -196,6 +196,9 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
   f.Gauge("stoker_shared_runs",
           "Shared preprocessing runs serving streams now.",
           static_cast<double>(stats.service.shared_runs));
+  for (const service::NamedCount& c : stats.transport_counts) {
+    f.Counter(c.metric, c.help, c.value);
+  }
   f.Counter("stoker_share_fallbacks_total",
             "Streams that asked to share a run and built their own batches, "
             "since the budget had no room for a new run.",

@@ -96,6 +96,14 @@ class Counts {
   std::array<std::atomic<int64_t>, kNumCounts> v_{};
 };
 
+// A counter of a daemon component other than streams (a transport's), as
+// it is exported: a Prometheus counter family of its own, without labels.
+struct NamedCount {
+  std::string metric;
+  std::string help;
+  double value = 0;
+};
+
 // The stages a sample or batch goes through, for latency histograms.
 enum class Stage { kRead, kDecode, kAugment, kCollate, kTransfer };
 inline constexpr int kNumStages = 5;

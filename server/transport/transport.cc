@@ -86,6 +86,16 @@ void Transports::Stop() {
   for (Entry& e : entries_) e.transport->Stop();
 }
 
+std::vector<service::NamedCount> Transports::Counters() const {
+  std::vector<service::NamedCount> out;
+  for (const Entry& e : entries_) {
+    for (service::NamedCount& c : e.transport->Counters()) {
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::shared_ptr<service::BufferSource>> Transports::RunMemory(
     uint32_t count, size_t bytes, std::shared_ptr<void> hold) {
   for (Entry& e : entries_) {

@@ -124,6 +124,8 @@ class Transport {
   // Runs before the daemon accepts calls, and after the last call ended.
   virtual absl::Status Start() { return absl::OkStatus(); }
   virtual void Stop() {}
+  // This transport's own counters (not a stream's), for /metrics.
+  virtual std::vector<service::NamedCount> Counters() const { return {}; }
   // Memory a shared run builds its batches in so that this transport's
   // clients read them in place; null when the transport has none.
   virtual absl::StatusOr<std::shared_ptr<service::BufferSource>> RunMemory(
@@ -150,6 +152,8 @@ class Transports {
   // Each transport's Start, in registration order; the first error.
   absl::Status Start();
   void Stop();
+  // Every transport's Counters().
+  std::vector<service::NamedCount> Counters() const;
   // The first transport's run memory; null if none offers any.
   absl::StatusOr<std::shared_ptr<service::BufferSource>> RunMemory(
       uint32_t count, size_t bytes, std::shared_ptr<void> hold);

@@ -59,6 +59,7 @@ DaemonStats Synthetic() {
   d.service.memory_budget = 8 << 20;
   d.errors[static_cast<int>(absl::StatusCode::kDataLoss)] = 4;
   d.pool = {4, 2'500'000'000, 77, 5};
+  d.transport_counts = {{"stoker_shm_socket_refused_total", "Refused.", 12}};
   d.storage.push_back({"train",
                        "/mnt/nfs/train",
                        {"nfs4", StorageKind::kNetwork, "", "copy it"}});
@@ -128,6 +129,7 @@ TEST(PrometheusCollectorTest, DaemonWideValues) {
   EXPECT_EQ(Value(text, "stoker_memory_reserved_bytes", ""), 3 << 20);
   EXPECT_EQ(Value(text, "stoker_streams_waiting_to_open", ""), 6);
   EXPECT_EQ(Value(text, "stoker_share_fallbacks_total", ""), 2);
+  EXPECT_EQ(Value(text, "stoker_shm_socket_refused_total", ""), 12);
   EXPECT_EQ(Value(text, "stoker_memory_budget_bytes", ""), 8 << 20);
   EXPECT_EQ(Value(text, "stoker_memory_high_water_bytes", ""), 5 << 20);
   EXPECT_EQ(Value(text, "stoker_errors_total", R"(code="DATA_LOSS")"), 4);

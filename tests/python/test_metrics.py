@@ -223,3 +223,24 @@ def test_stream_open_and_close_are_logged_once_each(metrics_daemon):
     assert len(closes) == 1 and "samples=30" in closes[0], log
     assert "event=metrics_listening" in log
     assert "event=dataset_storage" in log or "event=slow_storage" in log
+
+
+def test_the_shm_socket_counts_a_connection_that_never_sends_its_token(
+        metrics_daemon):
+    """Transport::Counters reaches /metrics: a connection to the shm
+    descriptor socket that sends nothing is dropped after the token wait
+    (2 s) and counted."""
+    def timed_out():
+        for line in get(metrics_daemon.metrics_url).splitlines():
+            if line.startswith("stoker_shm_socket_timed_out_total "):
+                return float(line.split()[1])
+        raise AssertionError("stoker_shm_socket_timed_out_total missing")
+
+    before = timed_out()
+    with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as s:
+        s.connect(f"{metrics_daemon.socket}.shm")
+        deadline = time.monotonic() + 20
+        while timed_out() == before:
+            assert time.monotonic() < deadline, "never counted"
+            time.sleep(0.1)
+    assert timed_out() == before + 1

@@ -129,6 +129,26 @@ void ShmTransport::Stop() {
   if (fd_server_ != nullptr) fd_server_->Stop();
 }
 
+std::vector<service::NamedCount> ShmTransport::Counters() const {
+  const FdServer::Stats s =
+      fd_server_ != nullptr ? fd_server_->GetStats() : FdServer::Stats{};
+  return {
+      {"stoker_shm_socket_refused_total",
+       "Connections to the shm descriptor socket closed at once: over the "
+       "bound per process or in all (FdServer::kMaxPendingPerPeer, "
+       "kMaxPending).",
+       static_cast<double>(s.refused)},
+      {"stoker_shm_socket_timed_out_total",
+       "Connections to the shm descriptor socket dropped for not presenting "
+       "their token in time (FdServer::kTokenWait).",
+       static_cast<double>(s.timed_out)},
+      {"stoker_shm_socket_accept_failures_total",
+       "Failed accepts on the shm descriptor socket (EMFILE and kin: the "
+       "daemon is out of descriptors).",
+       static_cast<double>(s.accept_failures)},
+  };
+}
+
 absl::StatusOr<std::shared_ptr<service::BufferSource>> ShmTransport::RunMemory(
     uint32_t count, size_t bytes, std::shared_ptr<void> hold) {
   auto ring = ShmRing::Create("stoker-shared-run", count, bytes,

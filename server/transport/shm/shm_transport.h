@@ -86,6 +86,9 @@ class ShmTransport : public Transport {
   absl::StatusOr<std::shared_ptr<service::BufferSource>> RunMemory(
       uint32_t count, size_t bytes, std::shared_ptr<void> hold) override;
 
+  // The descriptor socket's refusals, late tokens and failed accepts.
+  std::vector<service::NamedCount> Counters() const override;
+
   // Null without a unix socket.
   FdServer* fd_server() { return fd_server_.get(); }
 
