@@ -22,9 +22,9 @@
 namespace stoker {
 
 // Acks of released batches whose memory the client held (a transport that
-// holds(): shm), for the stream to send. Shared with the
-// batches, which may outlive the stream; `generation` changes on every
-// reconnect, so a batch of an old ring never acks into a new stream.
+// holds(): shm), for the stream to send. Shared with the batches, which may
+// outlive the stream; `generation` changes on every reconnect, so a batch
+// of an old ring never acks into a new stream.
 struct ReleaseQueue {
   std::mutex mu;
   uint64_t generation = 0;

@@ -153,7 +153,7 @@ class Stream {
                         std::unique_ptr<ClientTransport> transport,
                         std::chrono::steady_clock::time_point deadline);
   absl::Status Reconnect(const absl::Status& cause);
-  // Sends the acks of shm batches released since the last call; where the
+  // Sends the acks of held batches released since the last call; where the
   // daemon takes AckLists, two to a message (see Stream::FlushReleased in
   // lib/stream.cc).
   void FlushReleased();
@@ -161,7 +161,7 @@ class Stream {
   Client* const client_;  // Outlives the stream.
   StreamOptions options_;
   std::unique_ptr<Call> call_;
-  // Acks of released shm batches; shared with the batches.
+  // Acks of released held batches (shm); shared with the batches.
   std::shared_ptr<ReleaseQueue> release_;
   StreamInfo info_;
   bool ack_list_ = false;  // The daemon takes StreamRequest.acks.

@@ -207,7 +207,7 @@ void StreamReactor::Pump() {
       pending_header_.reset();
       writing_ = start_write = true;
     }
-    // Over the notice socket, once the client is there (it connects after
+    // On a side channel, once the client is there (it connects after
     // reading the header), every finished batch goes out at once, whatever
     // the call is writing. Otherwise batches go on the call, one at a time,
     // after the header.
@@ -294,7 +294,7 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
       return;
     }
     finished_ = true;
-    // The client reads its notice socket to the end, then the status.
+    // The client reads its side channel to the end, then the status.
     if (channel_ != nullptr) channel_->End();
     if (!status.ok()) {
       service_->RecordError(

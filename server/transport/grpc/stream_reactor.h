@@ -56,7 +56,7 @@ class StreamReactor
  private:
   void HandleOpen(const grpc::ByteBuffer& request);
   // Takes the acks of a request after the open, from the call or the
-  // notice socket; finishes the call on anything else.
+  // side channel; finishes the call on anything else.
   void TakeAcks(const v1::StreamRequest& request);
   // Runs on the opener's thread with the outcome of the open: sets the
   // stream up on its transport and starts it, or finishes the call.
