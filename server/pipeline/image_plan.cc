@@ -127,8 +127,8 @@ absl::Status RenderImage(const View& view, const PixelConverter& converter,
                          StageTimes* times) {
   KeepOpenCvOnCallingThread();
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
-  const RenderPlan plan = PlanRender(decoder->width(), decoder->height(), view,
-                                     decoder->scales());
+  const RenderPlan plan =
+      PlanRender(decoder->width(), decoder->height(), view, decoder->scales());
   DecodedWindow decoded;
   cv::Mat window;
   if (!plan.empty()) {

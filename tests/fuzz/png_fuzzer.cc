@@ -56,14 +56,13 @@ std::vector<std::unique_ptr<BoundPipeline>> MakePipelines() {
   out.push_back(MustBind({{"decode_image", {}, 0},
                           {"resize", {{"size", int64_t{40}}}, 0},
                           {"center_crop", {{"size", int64_t{32}}}, 0}}));
-  out.push_back(MustBind(
-      {{"decode_image", {}, 0},
-       {"resize", {{"size", Floats{7, 300}}}, 0},
-       {"normalize",
-        {{"mean", Floats{0, 0, 0}},
-         {"std", Floats{1, 1, 1}},
-         {"dtype", std::string("float16")}},
-        0}}));
+  out.push_back(MustBind({{"decode_image", {}, 0},
+                          {"resize", {{"size", Floats{7, 300}}}, 0},
+                          {"normalize",
+                           {{"mean", Floats{0, 0, 0}},
+                            {"std", Floats{1, 1, 1}},
+                            {"dtype", std::string("float16")}},
+                           0}}));
   out.push_back(MustBind({{"decode_image", {}, 0},
                           {"center_crop", {{"size", Floats{64, 48}}}, 0},
                           {"random_flip", {{"p", 1.0}}, 0}}));
@@ -90,7 +89,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       buffers.emplace_back(new uint8_t[spec.bytes()]);
       dst.push_back(buffers.back().get());
     }
-    SampleRng rng(/*seed=*/size, /*epoch=*/i, /*sample_id=*/size > 0 ? data[0] : 0u);
+    SampleRng rng(/*seed=*/size, /*epoch=*/i,
+                  /*sample_id=*/size > 0 ? data[0] : 0u);
     absl::Status s = p.Run(fields, rng, dst, nullptr);
     if (!s.ok()) {
       Check(absl::IsDataLoss(s), "an undecodable PNG is not DataLoss");

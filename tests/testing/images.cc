@@ -3,9 +3,8 @@
 #include <png.h>
 #include <turbojpeg.h>
 
-#include <csetjmp>
-
 #include <cmath>
+#include <csetjmp>
 #include <stdexcept>
 
 namespace stoker::testing {
@@ -31,7 +30,8 @@ std::vector<uint8_t> MakePixels(int width, int height, uint32_t seed,
       const bool in_disc = std::hypot(x - cx, y - cy) < radius;
       const uint32_t noise = TestHash(seed * 7919u + y * 65537u + x) % 16;
       for (int c = 0; c < channels; ++c) {
-        double v = 255.0 * (c % 2 == 0 ? x / double(width) : y / double(height));
+        double v =
+            255.0 * (c % 2 == 0 ? x / double(width) : y / double(height));
         v = 0.6 * v + 40.0 * c + (in_disc ? 80.0 : 0.0) + noise;
         px[(static_cast<size_t>(y) * width + x) * channels + c] =
             static_cast<uint8_t>(std::fmod(v, 256.0));
@@ -76,10 +76,10 @@ void FlushNothing(png_structp) {}
 
 // Runs libpng's writer; false on a libpng error. No C++ objects with
 // destructors live in this frame, so libpng's longjmp skips no cleanup.
-bool WritePng(png_structp png, png_infop info, int width, int height,
-              int color, int depth, bool interlaced, png_colorp palette,
-              int palette_size, png_bytep trns, int trns_size,
-              png_bytepp rows, std::string* out) {
+bool WritePng(png_structp png, png_infop info, int width, int height, int color,
+              int depth, bool interlaced, png_colorp palette, int palette_size,
+              png_bytep trns, int trns_size, png_bytepp rows,
+              std::string* out) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_write_fn(png, out, AppendToString, FlushNothing);
   png_set_IHDR(png, info, width, height, depth, color,
@@ -100,8 +100,8 @@ bool WritePng(png_structp png, png_infop info, int width, int height,
 TestPng MakePng(int width, int height, PngColor color, int bit_depth,
                 bool interlaced, uint32_t seed) {
   const int type = static_cast<int>(color);
-  const int samples = color == PngColor::kRgb       ? 3
-                      : color == PngColor::kRgba    ? 4
+  const int samples = color == PngColor::kRgb         ? 3
+                      : color == PngColor::kRgba      ? 4
                       : color == PngColor::kGrayAlpha ? 2
                                                       : 1;
   const int max = (1 << bit_depth) - 1;
@@ -133,8 +133,8 @@ TestPng MakePng(int width, int height, PngColor color, int bit_depth,
         } else {
           // Sub-byte samples are packed from the most significant bit.
           const size_t bit = i * bit_depth;
-          rows[y][bit / 8] |= static_cast<png_byte>(
-              v << (8 - bit_depth - bit % 8));
+          rows[y][bit / 8] |=
+              static_cast<png_byte>(v << (8 - bit_depth - bit % 8));
         }
         const uint8_t value8 = bit_depth == 16 ? v >> 8 : v * 255 / max;
         if (color == PngColor::kPalette) {
@@ -154,10 +154,10 @@ TestPng MakePng(int width, int height, PngColor color, int bit_depth,
   png_structp png =
       png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png_create_info_struct(png);
-  const bool ok = WritePng(png, info, width, height, type, bit_depth,
-                           interlaced, palette.data(), palette_size,
-                           trns.data(), palette_size, row_pointers.data(),
-                           &result.bytes);
+  const bool ok =
+      WritePng(png, info, width, height, type, bit_depth, interlaced,
+               palette.data(), palette_size, trns.data(), palette_size,
+               row_pointers.data(), &result.bytes);
   png_destroy_write_struct(&png, &info);
   if (!ok) throw std::runtime_error("libpng refused to write the test PNG");
   return result;

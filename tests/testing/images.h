@@ -1,5 +1,6 @@
 // Test images: JPEGs and PNGs encoded on the fly with libjpeg-turbo and
-// libpng, so tests need no files in the tree. Thread-safe: every function is pure.
+// libpng, so tests need no files in the tree. Thread-safe: every function is
+// pure.
 #ifndef STOKER_TESTS_TESTING_IMAGES_H_
 #define STOKER_TESTS_TESTING_IMAGES_H_
 
@@ -28,8 +29,13 @@ std::string MakeJpeg(int width, int height, uint32_t seed, int quality = 90,
 std::string MakePngLookalike();
 
 // PNG colour types (the PNG_COLOR_TYPE_* values).
-enum class PngColor { kGray = 0, kRgb = 2, kPalette = 3, kGrayAlpha = 4,
-                      kRgba = 6 };
+enum class PngColor {
+  kGray = 0,
+  kRgb = 2,
+  kPalette = 3,
+  kGrayAlpha = 4,
+  kRgba = 6
+};
 
 struct TestPng {
   std::string bytes;         // The encoded PNG.

@@ -39,7 +39,8 @@ absl::Status UnknownFormatError(std::string_view bytes) {
     start += kHex[b >> 4];
     start += kHex[b & 15];
   }
-  return absl::DataLossError(absl::StrCat("not JPEG or PNG (starts ", start, ")"));
+  return absl::DataLossError(
+      absl::StrCat("not JPEG or PNG (starts ", start, ")"));
 }
 
 absl::Status OverPixelLimitError(int64_t width, int64_t height,

@@ -16,9 +16,9 @@ struct PngDecoder::State {
   png_structp png = nullptr;
   png_infop info = nullptr;
   std::string_view data;
-  size_t pos = 0;       // Next byte libpng reads.
+  size_t pos = 0;  // Next byte libpng reads.
   int width = 0, height = 0;
-  int channels = 3;     // Per decoded pixel: 3, or 4 if alpha survived.
+  int channels = 3;  // Per decoded pixel: 3, or 4 if alpha survived.
   bool interlaced = false;
   char message[256] = "";
 };
@@ -125,8 +125,7 @@ bool PngDecoder::ReadHeaderGuarded() {
   if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) {
     png_set_gray_to_rgb(png);
   }
-  state_->interlaced =
-      png_get_interlace_type(png, info) != PNG_INTERLACE_NONE;
+  state_->interlaced = png_get_interlace_type(png, info) != PNG_INTERLACE_NONE;
   if (state_->interlaced) png_set_interlace_handling(png);
   png_read_update_info(png, info);
   state_->channels = png_get_channels(png, info);
@@ -168,8 +167,8 @@ absl::Status PngDecoder::DecodeWindow(int scale, const PixelWindow& window,
       window.width() <= 0 || window.height() <= 0) {
     return absl::InternalError(absl::StrCat(
         "PNG window [", window.x0, ",", window.x1, ")x[", window.y0, ",",
-        window.y1, ") at scale ", scale, "/8 outside the ", state_->width,
-        "x", state_->height, " image, or not at scale 8/8"));
+        window.y1, ") at scale ", scale, "/8 outside the ", state_->width, "x",
+        state_->height, " image, or not at scale 8/8"));
   }
   out->width = window.width();
   out->height = window.height();
@@ -181,7 +180,8 @@ absl::Status PngDecoder::DecodeWindow(int scale, const PixelWindow& window,
     out->buffer.reset(new uint8_t[bytes]);  // Default-initialized: no memset.
     out->buffer_size = bytes;
   }
-  const size_t row_bytes = static_cast<size_t>(state_->width) * state_->channels;
+  const size_t row_bytes =
+      static_cast<size_t>(state_->width) * state_->channels;
   if (!state_->interlaced) {
     std::vector<uint8_t> row(row_bytes);
     // The rows below the window are never decoded.

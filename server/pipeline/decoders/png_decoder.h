@@ -48,11 +48,10 @@ class PngDecoder final : public ImageDecoder {
   // Whether the image is Adam7-interlaced. REQUIRES: ReadHeader succeeded.
   bool interlaced() const;
 
- // libpng's state and what its callbacks read and write; in the .cc file.
+  // libpng's state and what its callbacks read and write; in the .cc file.
   struct State;
 
  private:
-
   // Each wraps a run of libpng calls in setjmp, with no C++ objects with
   // destructors in its frame, so libpng's longjmp skips no cleanup. They
   // return false after an error, whose text is then in the state.

@@ -17,8 +17,7 @@ class DecodeImageOp final : public Op {
   SizeEffect size_effect() const override { return {SizeEffect::kVaries}; }
 
   absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    absl::StatusOr<ImageDecoder*> decoder =
-        state.decoders->Open(state.encoded);
+    absl::StatusOr<ImageDecoder*> decoder = state.decoders->Open(state.encoded);
     if (!decoder.ok()) return decoder.status();
     state.decoder = *decoder;
     state.view = FullView(state.decoder->width(), state.decoder->height());

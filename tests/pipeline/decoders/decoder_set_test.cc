@@ -32,7 +32,8 @@ TEST(SniffImageFormatTest, LooksAtTheMagicBytesOnly) {
 
 TEST(DecoderSetTest, HandsOutTheDecoderOfTheContentsFormat) {
   const std::string jpeg = MakeJpeg(37, 23, 1);
-  const std::string png = MakePng(41, 19, PngColor::kPalette, 8, false, 2).bytes;
+  const std::string png =
+      MakePng(41, 19, PngColor::kPalette, 8, false, 2).bytes;
   DecoderSet decoders;
   absl::StatusOr<ImageDecoder*> j = decoders.Open(jpeg);
   absl::StatusOr<ImageDecoder*> p = decoders.Open(png);
@@ -53,31 +54,32 @@ TEST(DecoderSetTest, BytesOfNoKnownFormatAreDataLossNamingTheirStart) {
   EXPECT_THAT(decoders.Open("GIF89a\x01\x02").status(),
               StatusIs(absl::StatusCode::kDataLoss,
                        "not JPEG or PNG (starts 47 49 46 38)"));
-  EXPECT_THAT(decoders.Open("BM").status(),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       "not JPEG or PNG (starts 42 4D)"));
-  EXPECT_THAT(decoders.Open("").status(),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       "not JPEG or PNG (no bytes)"));
+  EXPECT_THAT(
+      decoders.Open("BM").status(),
+      StatusIs(absl::StatusCode::kDataLoss, "not JPEG or PNG (starts 42 4D)"));
+  EXPECT_THAT(
+      decoders.Open("").status(),
+      StatusIs(absl::StatusCode::kDataLoss, "not JPEG or PNG (no bytes)"));
 }
 
 TEST(DecoderSetTest, TheLimitReachesEveryDecoder) {
   DecoderSet decoders(100);
   EXPECT_THAT(decoders.Open(MakeJpeg(11, 10, 1)).status(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("over limits")));
-  EXPECT_THAT(
-      decoders.Open(MakePng(11, 10, PngColor::kRgb, 8, false, 1).bytes).status(),
-      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("over limits")));
+  EXPECT_THAT(decoders.Open(MakePng(11, 10, PngColor::kRgb, 8, false, 1).bytes)
+                  .status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("over limits")));
 }
 
 TEST(ValidateImageTest, AcceptsJpegAndPngAndRefusesTheRest) {
   EXPECT_THAT(ValidateImage(MakeJpeg(65, 33, 1)), IsOk());
-  EXPECT_THAT(ValidateImage(MakePng(65, 33, PngColor::kRgba, 16, true, 1).bytes),
-              IsOk());
+  EXPECT_THAT(
+      ValidateImage(MakePng(65, 33, PngColor::kRgba, 16, true, 1).bytes),
+      IsOk());
   EXPECT_THAT(ValidateImage(MakeJpeg(65, 33, 1).substr(0, 300)),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("JPEG")));
-  EXPECT_THAT(ValidateImage("GIF89a"),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not JPEG or PNG")));
+  EXPECT_THAT(ValidateImage("GIF89a"), StatusIs(absl::StatusCode::kDataLoss,
+                                                HasSubstr("not JPEG or PNG")));
 }
 
 }  // namespace

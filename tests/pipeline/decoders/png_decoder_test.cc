@@ -58,13 +58,13 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {PngColor::kGray, 1, "gray1"},       {PngColor::kGray, 2, "gray2"},
-    {PngColor::kGray, 4, "gray4"},       {PngColor::kGray, 8, "gray8"},
-    {PngColor::kGray, 16, "gray16"},     {PngColor::kGrayAlpha, 8, "la8"},
-    {PngColor::kGrayAlpha, 16, "la16"},  {PngColor::kRgb, 8, "rgb8"},
-    {PngColor::kRgb, 16, "rgb16"},       {PngColor::kRgba, 8, "rgba8"},
-    {PngColor::kRgba, 16, "rgba16"},     {PngColor::kPalette, 1, "p1"},
-    {PngColor::kPalette, 4, "p4"},       {PngColor::kPalette, 8, "p8"},
+    {PngColor::kGray, 1, "gray1"},      {PngColor::kGray, 2, "gray2"},
+    {PngColor::kGray, 4, "gray4"},      {PngColor::kGray, 8, "gray8"},
+    {PngColor::kGray, 16, "gray16"},    {PngColor::kGrayAlpha, 8, "la8"},
+    {PngColor::kGrayAlpha, 16, "la16"}, {PngColor::kRgb, 8, "rgb8"},
+    {PngColor::kRgb, 16, "rgb16"},      {PngColor::kRgba, 8, "rgba8"},
+    {PngColor::kRgba, 16, "rgba16"},    {PngColor::kPalette, 1, "p1"},
+    {PngColor::kPalette, 4, "p4"},      {PngColor::kPalette, 8, "p8"},
 };
 
 TEST(PngDecoderTest, EveryColourTypeBecomesRgbByPilsRules) {
@@ -85,7 +85,7 @@ TEST(PngDecoderTest, EveryColourTypeBecomesRgbByPilsRules) {
 
 TEST(PngDecoderTest, WindowEqualsTheSamePixelsOfAFullDecode) {
   const PixelWindow windows[] = {
-      {0, 0, 61, 40}, {0, 0, 1, 1},   {60, 39, 61, 40}, {5, 7, 33, 21},
+      {0, 0, 61, 40},  {0, 0, 1, 1},    {60, 39, 61, 40}, {5, 7, 33, 21},
       {13, 0, 14, 40}, {0, 22, 61, 23}, {20, 30, 61, 40}};
   for (const Case& c : kCases) {
     for (bool interlaced : {false, true}) {
@@ -107,9 +107,9 @@ TEST(PngDecoderTest, AWindowStopsBeforeCorruptRowsBelowIt) {
   const TestPng png = MakePng(64, 64, PngColor::kRgb, 8, false, 3);
   const std::string cut = png.bytes.substr(0, png.bytes.size() * 3 / 4);
   EXPECT_THAT(Decode(cut, {0, 0, 64, 4}).status(), IsOk());
-  EXPECT_THAT(Decode(cut, {0, 0, 64, 64}).status(),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("undecodable PNG")));
+  EXPECT_THAT(
+      Decode(cut, {0, 0, 64, 64}).status(),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("undecodable PNG")));
   EXPECT_THAT(ValidateImage(cut), StatusIs(absl::StatusCode::kDataLoss,
                                            HasSubstr("undecodable PNG")));
   EXPECT_THAT(ValidateImage(png.bytes), IsOk());
@@ -130,9 +130,8 @@ TEST(PngDecoderTest, ValidateFindsEveryTruncationAndACorruptCrc) {
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("CRC")));
   std::string bad_adler = png.bytes;
   bad_adler[bad_adler.size() - 18] ^= 0x10;
-  EXPECT_THAT(ValidateImage(bad_adler),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("undecodable PNG")));
+  EXPECT_THAT(ValidateImage(bad_adler), StatusIs(absl::StatusCode::kDataLoss,
+                                                 HasSubstr("undecodable PNG")));
 }
 
 TEST(PngDecoderTest, RefusesAnImageOverItsPixelLimitFromTheHeader) {
@@ -148,10 +147,9 @@ TEST(PngDecoderTest, RefusesAnImageOverItsPixelLimitFromTheHeader) {
 
 TEST(PngDecoderTest, WindowOutsideTheImageOrAScaleBelow8IsAnInternalError) {
   const TestPng png = MakePng(30, 20, PngColor::kRgb, 8, false, 1);
-  for (const auto& [scale, w] :
-       {std::pair{8, PixelWindow{0, 0, 31, 20}},
-        std::pair{8, PixelWindow{0, 5, 30, 5}},
-        std::pair{4, PixelWindow{0, 0, 15, 10}}}) {
+  for (const auto& [scale, w] : {std::pair{8, PixelWindow{0, 0, 31, 20}},
+                                 std::pair{8, PixelWindow{0, 5, 30, 5}},
+                                 std::pair{4, PixelWindow{0, 0, 15, 10}}}) {
     PngDecoder decoder;
     ASSERT_THAT(decoder.ReadHeader(png.bytes), IsOk());
     DecodedWindow out;
@@ -166,9 +164,9 @@ TEST(PngDecoderTest, WindowOutsideTheImageOrAScaleBelow8IsAnInternalError) {
 
 TEST(PngDecoderTest, JunkAfterTheSignatureIsDataLoss) {
   PngDecoder decoder;
-  EXPECT_THAT(decoder.ReadHeader(::stoker::testing::MakePngLookalike()),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("undecodable PNG")));
+  EXPECT_THAT(
+      decoder.ReadHeader(::stoker::testing::MakePngLookalike()),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("undecodable PNG")));
 }
 
 }  // namespace
