@@ -113,6 +113,11 @@ bool PngDecoder::ReadHeaderGuarded() {
   png_read_info(png, info);
   state_->width = static_cast<int>(png_get_image_width(png, info));
   state_->height = static_cast<int>(png_get_image_height(png, info));
+  // ReadHeader refuses an image over the limit; png_read_update_info below
+  // would allocate its row buffers first.
+  if (static_cast<int64_t>(state_->width) * state_->height > max_pixels_) {
+    return true;
+  }
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
   // To 8-bit RGB, as PIL's convert("RGB").
