@@ -269,7 +269,8 @@ void AddDatasetCommands(
                    "one per core")
       ->check(CLI::NonNegativeNumber);
   pack->add_option("--on-error", pack_flags->on_error,
-                   "What to do with an unreadable, empty or non-JPEG file: "
+                   "What to do with an unreadable, empty or undecodable file "
+                   "(neither JPEG nor PNG, by content): "
                    "'skip' (default) leaves it out and lists it at the end; "
                    "'fail' stops at the first one and leaves nothing behind")
       ->check(CLI::IsMember({"skip", "fail"}));
@@ -292,7 +293,7 @@ void AddDatasetCommands(
   verify->add_option("DST", *verify_dir, "The dataset folder to check")
       ->required();
   verify->add_flag("--decode", *decode,
-                   "Also run the JPEG check on every stored image (slower)");
+                   "Also fully decode every stored image, JPEG or PNG (slower)");
   verify->callback([verify_dir, decode, validate] {
     ExitWith(RunVerify(*verify_dir, *decode, *validate));
   });

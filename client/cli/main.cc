@@ -4,14 +4,14 @@
 #include "client/cli/dataset_commands.h"
 #include "client/cli/stream_command.h"
 #include "client/cli/top_command.h"
-#include "server/pipeline/jpeg_decoder.h"
+#include "server/pipeline/decoders/decoder_set.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"stoker: pack datasets for stokerd, check them, and stream "
                "from a running daemon"};
   app.require_subcommand(1);
   stoker::cli::AddDatasetCommands(app, [](std::string_view bytes) {
-    return stoker::pipeline::ValidateJpeg(bytes);
+    return stoker::pipeline::ValidateImage(bytes);
   });
   stoker::cli::AddStreamCommand(app);
   stoker::cli::AddTopCommand(app);

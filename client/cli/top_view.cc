@@ -162,7 +162,7 @@ Verdict Diagnose(const VerdictInput& in) {
   std::string change =
       "more workers (`workers:` in the config, up to the cores you can "
       "spare); keep decode fused with the crop (random_resized_crop or "
-      "center_crop right after decode_jpeg decodes only the window); a "
+      "center_crop right after decode_image decodes only the window); a "
       "smaller output (lower size, uint8 or float16)";
   if (in.worker_busy_ratio < 0.5) {
     change = absl::StrCat(

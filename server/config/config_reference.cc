@@ -104,7 +104,7 @@ const std::vector<KeyDoc>& Keys() {
       {"limits.max_batch_bytes", "size", "",
        "Largest batch, in bytes, a request may ask for."},
       {"limits.max_decode_pixels", "integer, 1 to 268435456", "",
-       "Most pixels (width x height, read from the JPEG header before any "
+       "Most pixels (width x height, read from the image header before any "
        "pixel is decoded) a sample's image may have. A bigger one counts as "
        "a corrupt sample: skipped or DATA_LOSS per `on_corrupt`, with a "
        "message naming the dataset, the sample and its size. It bounds "

@@ -64,7 +64,7 @@ struct Limits {
   // Seconds a new stream may wait for memory budget (or for its rank's old
   // stream to end) before it is refused.
   double admission_wait_seconds = 30;
-  // Most pixels (width x height, from the JPEG header) a sample's image may
+  // Most pixels (width x height, from the image header) a sample's image may
   // have; a bigger one is a corrupt sample (on_corrupt). It bounds the
   // memory one decode holds: docs/architecture.md, "Decode memory".
   uint64_t max_decode_pixels = pipeline::kDefaultMaxDecodePixels;

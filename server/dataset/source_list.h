@@ -5,7 +5,7 @@
 // subfolder of SRC it lies under (files in deeper folders included); labels
 // are indices into the sorted class names; files are sorted by path within a
 // class. Every non-hidden file is listed, whatever its extension, so a file
-// that is not a JPEG is caught and reported by the packer's check rather
+// that is not an image is caught and reported by the packer's check rather
 // than silently left out. Hidden entries (".DS_Store", ".git/") are ignored.
 // Files directly in SRC have no class and are reported as rejected.
 //

@@ -52,7 +52,7 @@ std::pair<int, int> CoveredRange(double start, double step, int out, int size) {
 // Places the source span [lo, hi) into the image scaled by scale/8, to the
 // nearest scaled pixel, keeping at least one pixel.
 std::pair<int, int> ScaledSpan(double lo, double hi, int scale, int size) {
-  const int scaled = JpegDecoder::ScaledSize(size, scale);
+  const int scaled = ScaledImageSize(size, scale);
   const int first = static_cast<int>(
       std::clamp<long>(std::lround(lo * scale / 8), 0, scaled - 1));
   const int last = static_cast<int>(
@@ -84,7 +84,8 @@ void CropView(int top, int left, int height, int width, View* view) {
   view->out_height = height;
 }
 
-RenderPlan PlanRender(int source_width, int source_height, const View& view) {
+RenderPlan PlanRender(int source_width, int source_height, const View& view,
+                      ScaleSet scales) {
   RenderPlan plan;
   const double step_x = view.width / view.out_width;
   const double step_y = view.height / view.out_height;
@@ -108,7 +109,8 @@ RenderPlan PlanRender(int source_width, int source_height, const View& view) {
   // and 7/8 decode more slowly than 8/8 itself (1.1-2x, measured).
   plan.scale = 8;
   for (int m : {1, 2, 4}) {
-    if ((sx1 - sx0) * m + kEpsilon >= 8.0 * plan.region.width() &&
+    if (scales.has(m) &&
+        (sx1 - sx0) * m + kEpsilon >= 8.0 * plan.region.width() &&
         (sy1 - sy0) * m + kEpsilon >= 8.0 * plan.region.height()) {
       plan.scale = m;
       break;
@@ -121,11 +123,12 @@ RenderPlan PlanRender(int source_width, int source_height, const View& view) {
 }
 
 absl::Status RenderImage(const View& view, const PixelConverter& converter,
-                         JpegDecoder* decoder, uint8_t* dst,
+                         ImageDecoder* decoder, uint8_t* dst,
                          StageTimes* times) {
   KeepOpenCvOnCallingThread();
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
-  const RenderPlan plan = PlanRender(decoder->width(), decoder->height(), view);
+  const RenderPlan plan =
+      PlanRender(decoder->width(), decoder->height(), view, decoder->scales());
   DecodedWindow decoded;
   cv::Mat window;
   if (!plan.empty()) {

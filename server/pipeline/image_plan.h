@@ -2,9 +2,10 @@
 //
 // Geometry ops do not touch pixels: they edit a View, a rectangle in source
 // pixels plus an output size and a flip flag. Once every op has run,
-// RenderImage executes the view in one pass: it decodes only the JPEG
-// blocks under the rectangle, at the smallest DCT scale M/8 (M in 1, 2, 4,
-// 8) that still has at least as many pixels as the output, box-averages an
+// RenderImage executes the view in one pass: it decodes only the part of
+// the image under the rectangle (for JPEG only its blocks), at the smallest
+// scale M/8 the decoder offers (JPEG's DCT scales: M in 1, 2, 4, 8; PNG: 8)
+// that still has at least as many pixels as the output, box-averages an
 // axis that would still shrink 2x or more (BoxReduce), resizes that window
 // to the output size with OpenCV's INTER_LINEAR, and converts it (flip,
 // dtype, layout) straight into the destination. Besides the destination,
@@ -25,7 +26,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "server/pipeline/jpeg_decoder.h"
+#include "server/pipeline/decoders/image_decoder.h"
 #include "server/pipeline/pixel_convert.h"
 
 namespace stoker::pipeline {
@@ -64,15 +65,19 @@ struct RenderPlan {
   bool empty() const { return region.width() <= 0 || region.height() <= 0; }
 };
 
-RenderPlan PlanRender(int source_width, int source_height, const View& view);
+// `scales` are the decoder's (ImageDecoder::scales()); the smallest of 1/8,
+// 2/8 and 4/8 among them that covers the output is chosen, else 8/8.
+RenderPlan PlanRender(int source_width, int source_height, const View& view,
+                      ScaleSet scales = ScaleSet::Dct());
 
-// Decodes, resizes and converts `view` of the JPEG whose header `decoder`
+// Decodes, resizes and converts `view` of the image whose header `decoder`
 // has read, into `dst` (ImageShape(converter.format(), out_height,
 // out_width) elements). Adds its stage times to *times when not null.
-// DataLoss when the JPEG is undecodable.
+// DataLoss when the image is undecodable.
 // REQUIRES: decoder->ReadHeader succeeded and nothing else was decoded.
 absl::Status RenderImage(const View& view, const PixelConverter& converter,
-                         JpegDecoder* decoder, uint8_t* dst, StageTimes* times);
+                         ImageDecoder* decoder, uint8_t* dst,
+                         StageTimes* times);
 
 }  // namespace stoker::pipeline
 

@@ -100,10 +100,6 @@ JpegDecoder::JpegDecoder(int64_t max_pixels)
 
 JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
 
-int JpegDecoder::ScaledSize(int size, int scale) {
-  return static_cast<int>((static_cast<int64_t>(size) * scale + 7) / 8);
-}
-
 int JpegDecoder::width() const {
   return static_cast<int>(state_->cinfo.image_width);
 }
@@ -131,9 +127,8 @@ absl::Status JpegDecoder::ReadHeader(std::string_view jpeg) {
   const int64_t pixels =
       static_cast<int64_t>(cinfo.image_width) * cinfo.image_height;
   if (pixels > max_pixels_) {
-    return absl::DataLossError(absl::StrCat(
-        "image ", cinfo.image_width, "x", cinfo.image_height, " (", pixels,
-        " pixels) is over limits.max_decode_pixels (", max_pixels_, ")"));
+    return OverPixelLimitError(cinfo.image_width, cinfo.image_height,
+                               max_pixels_);
   }
   switch (cinfo.jpeg_color_space) {
     case JCS_GRAYSCALE:

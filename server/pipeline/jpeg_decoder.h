@@ -1,4 +1,5 @@
-// JpegDecoder: libjpeg-turbo behind absl::Status, for the fused decode path.
+// JpegDecoder: libjpeg-turbo behind absl::Status, for the fused decode path;
+// the JPEG ImageDecoder (decoders/image_decoder.h).
 //
 // It reads a JPEG's header, then decodes only a window of the image at a DCT
 // scale of M/8 (libjpeg-turbo's scaled IDCT, jpeg_crop_scanline for the
@@ -18,43 +19,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/pipeline/decoders/image_decoder.h"
 
 namespace stoker::pipeline {
 
-// The most pixels (width x height) a JPEG may have and still be decoded:
-// the ceiling of `limits.max_decode_pixels`, and its default. The header
-// alone gives the size, so a bigger image is refused before libjpeg
-// allocates anything for its pixels. What one decode may hold at most is
-// set out in docs/architecture.md ("Decode memory").
-inline constexpr int64_t kMaxDecodePixelsCeiling = int64_t{1} << 28;
-inline constexpr int64_t kDefaultMaxDecodePixels = 64'000'000;
-
-// A window of a scaled image, in pixels: columns [x0, x1), rows [y0, y1).
-struct PixelWindow {
-  int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
-  int width() const { return x1 - x0; }
-  int height() const { return y1 - y0; }
-};
-
-// Decoded RGB pixels of a window. libjpeg may decode a few columns to the
-// left of the window (crops start on an iMCU boundary); data() skips them.
-struct DecodedWindow {
-  // Left uninitialized on allocation: the decoder writes every byte, and
-  // zero-filling it cost 2-3% of a train sample's instructions (measured,
-  // docs/performance.md).
-  std::unique_ptr<uint8_t[]> buffer;
-  size_t buffer_size = 0;
-  size_t first_byte = 0;  // Offset of the window's top-left pixel in buffer.
-  size_t stride = 0;      // Bytes from one row to the next.
-  int width = 0, height = 0;
-  const uint8_t* data() const { return buffer.get() + first_byte; }
-};
-
-class JpegDecoder {
+class JpegDecoder final : public ImageDecoder {
  public:
   // `max_pixels` bounds width x height; at most kMaxDecodePixelsCeiling.
   explicit JpegDecoder(int64_t max_pixels = kDefaultMaxDecodePixels);
-  ~JpegDecoder();
+  ~JpegDecoder() override;
 
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
@@ -64,27 +37,35 @@ class JpegDecoder {
   // more pixels than the decoder's max_pixels ("image 9000x9000 (81000000
   // pixels) is over limits.max_decode_pixels (64000000)").
   // REQUIRES: called once, first.
-  absl::Status ReadHeader(std::string_view jpeg);
+  absl::Status ReadHeader(std::string_view jpeg) override;
 
   // The image size in pixels. REQUIRES: ReadHeader succeeded.
-  int width() const;
-  int height() const;
+  int width() const override;
+  int height() const override;
+
+  // 1/8, 2/8, 4/8 and 8/8.
+  ScaleSet scales() const override { return ScaleSet::Dct(); }
 
   // Decodes `window` of the image scaled by scale/8 into `out` as RGB.
   // The scaled image is ScaledSize(width(), scale) by
   // ScaledSize(height(), scale); the window must lie within it.
   // REQUIRES: ReadHeader succeeded; 1 <= scale <= 8; called at most once.
   absl::Status DecodeWindow(int scale, const PixelWindow& window,
-                            DecodedWindow* out);
+                            DecodedWindow* out) override;
 
   // Decodes every row at scale/8, discards the pixels and reads the stream to
   // its end, so that corrupt or truncated data anywhere is reported.
   // REQUIRES: ReadHeader succeeded; called at most once, instead of
   // DecodeWindow.
   absl::Status DecodeAll(int scale);
+  // DecodeAll(1): every Huffman-coded block is still read, while the IDCT
+  // stays cheap.
+  absl::Status DecodeAll() override { return DecodeAll(1); }
 
   // Size of one dimension scaled by scale/8, as libjpeg rounds it.
-  static int ScaledSize(int size, int scale);
+  static int ScaledSize(int size, int scale) {
+    return ScaledImageSize(size, scale);
+  }
 
  private:
   struct State;

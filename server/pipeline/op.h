@@ -1,7 +1,7 @@
 // Op: one step of a pipeline, as named in the config.
 //
 // Ops do not touch pixels. Each edits the plan of one sample (ImageState):
-// decode_jpeg reads the header, geometry ops edit the View, format ops set
+// decode_image reads the header, geometry ops edit the View, format ops set
 // the OutputFormat. BoundPipeline then executes the plan once, in
 // RenderImage. Ops come from the registry (registry.h); each lives in one
 // file in ops/ with one registration line.
@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/pipeline/decoders/decoder_set.h"
 #include "server/pipeline/image_plan.h"
-#include "server/pipeline/jpeg_decoder.h"
 #include "server/pipeline/pixel_convert.h"
 #include "server/pipeline/registry.h"
 #include "server/pipeline/sample_rng.h"
@@ -28,8 +28,10 @@ namespace stoker::pipeline {
 
 // The plan of one sample's image while its ops run.
 struct ImageState {
-  std::string_view jpeg;  // Encoded bytes; borrowed for the sample's run.
-  JpegDecoder* decoder = nullptr;  // Borrowed; reads the header of `jpeg`.
+  std::string_view encoded;  // Encoded bytes; borrowed for the sample's run.
+  DecoderSet* decoders = nullptr;  // Borrowed for the sample's run.
+  // Set by decode_image from `decoders`, the header read; owned by them.
+  ImageDecoder* decoder = nullptr;
   View view;
   OutputFormat format;
 };

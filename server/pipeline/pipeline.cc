@@ -56,10 +56,10 @@ absl::Status OpError(
 // Why `stage` cannot follow `previous` at `index`, or empty if it can.
 absl::string_view OrderProblem(size_t index, OpStage stage, OpStage previous) {
   if (index == 0 && stage != OpStage::kDecode) {
-    return "out of order: the first op must be decode_jpeg";
+    return "out of order: the first op must be decode_image";
   }
   if (index > 0 && stage == OpStage::kDecode) {
-    return "out of order: decode_jpeg must be the first op, and only once";
+    return "out of order: decode_image must be the first op, and only once";
   }
   if (stage < previous) {
     return "out of order: geometry ops must come before normalize and layout";
@@ -103,17 +103,21 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
                      " fields and ", outputs_.size(), " outputs"));
   }
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
-  JpegDecoder decoder(max_decode_pixels_);
+  DecoderSet decoders(max_decode_pixels_);
   ImageState state;
-  state.jpeg = fields[image_field_];
-  state.decoder = &decoder;
+  state.encoded = fields[image_field_];
+  state.decoders = &decoders;
   for (size_t i = 0; i < sample_ops_; ++i) {
     if (absl::Status s = (*ops_)[i]->Apply(state, rng); !s.ok()) return s;
   }
-  // Header parsing is JPEG work: it counts as decode.
+  if (state.decoder == nullptr) {
+    // Create puts a decode op first, and it sets the decoder or fails.
+    return absl::InternalError("no decode op set a decoder");
+  }
+  // Sniffing and header parsing count as decode.
   if (times != nullptr) times->decode_ns += NowNs() - start_ns;
   if (absl::Status s =
-          RenderImage(state.view, converter_, &decoder, dst[0], times);
+          RenderImage(state.view, converter_, state.decoder, dst[0], times);
       !s.ok()) {
     return s;
   }
@@ -155,7 +159,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     int64_t max_decode_pixels) {
   if (configs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline '", name, "' has no ops; it must start with decode_jpeg"));
+        "pipeline '", name, "' has no ops; it must start with decode_image"));
   }
   auto ops = std::make_shared<BoundPipeline::OpList>();
   std::vector<std::string> op_names;

@@ -13,6 +13,7 @@ import io
 import json
 import struct
 import sys
+import zlib
 from pathlib import Path
 
 import xxhash
@@ -50,6 +51,58 @@ def jpegs():
         "restart-markers": jpeg("RGB", (40, 8), quality=40,
                                 restart_marker_blocks=1),
         "tall-1x70": jpeg("RGB", (1, 70), quality=40),
+        "truncated": good[: len(good) * 2 // 3],
+    }
+
+
+def png(mode, size, **save):
+    out = io.BytesIO()
+    img = picture("RGB", size)
+    if mode == "P":
+        img = img.quantize(16)
+        img.info["transparency"] = 3
+    elif mode == "I;16":
+        img = img.convert("L").point(lambda v: v * 257, "I").convert("I;16")
+    else:
+        img = img.convert(mode)
+    img.save(out, "PNG", **save)
+    return out.getvalue()
+
+
+def png_chunk(kind, data):
+    body = kind + data
+    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def png_adam7(width, height):
+    """An 8-bit RGB Adam7 PNG written by hand: PIL cannot interlace."""
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4),
+              (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+    raw = b""
+    for x0, y0, dx, dy in passes:
+        xs = range(x0, width, dx)
+        if not xs:
+            continue
+        for y in range(y0, height, dy):
+            raw += b"\0" + bytes(v for x in xs for v in
+                                 ((x * 37) & 255, (y * 53) & 255, (x ^ y) & 255))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 1)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) +
+            png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+
+
+def pngs():
+    good = png("RGB", (24, 16))
+    return {
+        "rgb": good,
+        "rgba": png("RGBA", (17, 9)),
+        "gray": png("L", (20, 20)),
+        "gray-1bit": png("1", (19, 5)),
+        "gray-alpha": png("LA", (9, 13)),
+        "palette-trns": png("P", (16, 12)),
+        "gray-16bit": png("I;16", (11, 7)),
+        "adam7": png_adam7(13, 11),
+        "tall-1x70": png("RGB", (1, 70)),
         "truncated": good[: len(good) * 2 // 3],
     }
 
@@ -168,7 +221,8 @@ def requests():
 
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "corpus"
-    for target, seeds in [("fuzz_jpeg", jpegs()), ("fuzz_record", records()),
+    for target, seeds in [("fuzz_jpeg", jpegs()), ("fuzz_png", pngs()),
+                          ("fuzz_record", records()),
                           ("fuzz_manifest", manifests()),
                           ("fuzz_config", configs()),
                           ("fuzz_request", requests())]:

@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#TARGETS[@]} -eq 0 ] &&
-  TARGETS=(fuzz_record fuzz_manifest fuzz_config fuzz_request fuzz_jpeg)
+  TARGETS=(fuzz_record fuzz_manifest fuzz_config fuzz_request fuzz_jpeg fuzz_png)
 
 BUILD=build-fuzz
 # -O1 and line tables only: quicker to build, and stack traces still name

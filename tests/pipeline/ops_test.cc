@@ -108,25 +108,40 @@ TEST(OpArgsTest, OpsDeclareTheirKinds) {
 
 TEST(OpArgsTest, OpsDeclareTheirStages) {
   EXPECT_EQ((*MakeOp("decode_jpeg", {}))->stage(), OpStage::kDecode);
+  EXPECT_EQ((*MakeOp("decode_image", {}))->stage(), OpStage::kDecode);
   EXPECT_EQ((*MakeOp("random_flip", {}))->stage(), OpStage::kGeometry);
   EXPECT_EQ((*MakeOp("normalize", {}))->stage(), OpStage::kFormat);
   EXPECT_EQ((*MakeOp("layout", {{"value", std::string("chw")}}))->stage(),
             OpStage::kFormat);
 }
 
-TEST(DecodeJpegOpTest, PointsTheViewAtTheWholeImage) {
+TEST(DecodeImageOpTest, PointsTheViewAtTheWholeImageUnderBothNames) {
   const std::string jpeg = ::stoker::testing::MakeJpeg(37, 23, 1);
-  JpegDecoder decoder;
+  for (const char* name : {"decode_image", "decode_jpeg"}) {
+    DecoderSet decoders;
+    ImageState state;
+    state.encoded = jpeg;
+    state.decoders = &decoders;
+    SampleRng rng(0, 0, 0);
+    ASSERT_THAT((*MakeOp(name, {}))->Apply(state, rng), IsOk()) << name;
+    ASSERT_NE(state.decoder, nullptr) << name;
+    EXPECT_EQ(state.view.width, 37) << name;
+    EXPECT_EQ(state.view.height, 23) << name;
+    EXPECT_EQ(state.view.out_width, 37) << name;
+    EXPECT_EQ(state.view.out_height, 23) << name;
+    EXPECT_FALSE(state.view.flip) << name;
+  }
+}
+
+TEST(DecodeImageOpTest, BytesOfNoKnownFormatAreDataLossSayingHowTheyStart) {
+  DecoderSet decoders;
   ImageState state;
-  state.jpeg = jpeg;
-  state.decoder = &decoder;
+  state.encoded = "GIF89a...";
+  state.decoders = &decoders;
   SampleRng rng(0, 0, 0);
-  ASSERT_THAT((*MakeOp("decode_jpeg", {}))->Apply(state, rng), IsOk());
-  EXPECT_EQ(state.view.width, 37);
-  EXPECT_EQ(state.view.height, 23);
-  EXPECT_EQ(state.view.out_width, 37);
-  EXPECT_EQ(state.view.out_height, 23);
-  EXPECT_FALSE(state.view.flip);
+  EXPECT_THAT((*MakeOp("decode_jpeg", {}))->Apply(state, rng),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       "not JPEG or PNG (starts 47 49 46 38)"));
 }
 
 TEST(ResizeOpTest, ShorterSideFollowsTorchvision) {

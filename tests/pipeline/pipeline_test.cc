@@ -137,7 +137,7 @@ TEST(PipelineCreateTest, RejectsOpsOutOfOrder) {
   EXPECT_THAT(Pipeline::Create("p", {crop, Op("decode_jpeg")}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("op[0] 'center_crop'"),
-                             HasSubstr("first op must be decode_jpeg"))));
+                             HasSubstr("first op must be decode_image"))));
   EXPECT_THAT(Pipeline::Create(
                   "p", {Op("decode_jpeg"), crop, Op("decode_jpeg", {}, 9)}),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -258,6 +258,33 @@ TEST(BoundPipelineTest, UndecodableImagesAreDataLoss) {
   EXPECT_THAT(
       RunOnce(*bound, jpeg.substr(0, 700), 0, 0),
       StatusIs(absl::StatusCode::kDataLoss, HasSubstr("undecodable JPEG")));
+}
+
+TEST(BoundPipelineTest, APngRendersItsCropUnderEitherDecodeName) {
+  // 61x40 RGBA, centre crop 30x20: rows [10, 30), columns [16, 46) (as
+  // torchvision rounds 15.5 to even), straight from the decoded window.
+  const auto png = ::stoker::testing::MakePng(
+      61, 40, ::stoker::testing::PngColor::kRgba, 8, false, 4);
+  for (const char* decode : {"decode_image", "decode_jpeg"}) {
+    const auto bound =
+        MustBind({Op(decode), Op("center_crop", {{"size", Floats{20, 30}}}),
+                  Op("normalize", {{"dtype", std::string("uint8")}})});
+    auto out = RunOnce(*bound, png.bytes, 5, 0);
+    ASSERT_THAT(out, IsOk()) << decode;
+    std::string want;
+    for (int y = 10; y < 30; ++y) {
+      want.append(reinterpret_cast<const char*>(&png.rgb[(y * 61 + 16) * 3]),
+                  30 * 3);
+    }
+    EXPECT_TRUE((*out)[0] == want) << decode;
+  }
+}
+
+TEST(BoundPipelineTest, BytesOfNoKnownFormatAreDataLossSayingHowTheyStart) {
+  const auto bound = MustBind(TrainOps("float32", "chw"));
+  EXPECT_THAT(RunOnce(*bound, "GIF89a, not an image we decode", 0, 0),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       "not JPEG or PNG (starts 47 49 46 38)"));
 }
 
 TEST(BoundPipelineTest, RejectsWrongFieldAndBufferCounts) {
