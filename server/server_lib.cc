@@ -276,9 +276,9 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
 StokerServer::~StokerServer() { Stop(); }
 
 absl::Status StokerServer::Start() {
-  // What the GPU transport will be able to serve, stated once, before
-  // anything listens: whether CUDA support is built, and the GPUs seen or
-  // the driver's reason.
+  // What the GPU transport will be able to serve, stated before anything
+  // listens: whether CUDA support is built, and the GPUs seen or the
+  // driver's reason.
   const cuda::CudaProbe& gpu = cuda::ProbeCuda();
   Log(LogLevel::kInfo, "cuda",
       {{"built", gpu.built ? "yes" : "no"},

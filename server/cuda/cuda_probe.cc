@@ -59,8 +59,9 @@ CudaProbe Ask() {
     cudaDeviceProp prop;
     if (cudaError_t e = cudaGetDeviceProperties(&prop, i); e != cudaSuccess) {
       // The GPUs that answered are still listed and servable.
-      absl::StrAppend(&probe.driver_error, probe.driver_error.empty() ? "" : "; ",
-                      RuntimeError(absl::StrCat("cudaGetDeviceProperties(", i, ")"), e));
+      absl::StrAppend(
+          &probe.driver_error, probe.driver_error.empty() ? "" : "; ",
+          RuntimeError(absl::StrCat("cudaGetDeviceProperties(", i, ")"), e));
       cudaGetLastError();
       continue;
     }
@@ -89,8 +90,8 @@ std::string UuidDigits(std::string_view uuid) {
   if (uuid.size() != 36) return "";
   std::string digits;
   for (int i = 0; i < 36; ++i) {
-    const bool dash_here =
-        i == kDashes[0] || i == kDashes[1] || i == kDashes[2] || i == kDashes[3];
+    const bool dash_here = i == kDashes[0] || i == kDashes[1] ||
+                           i == kDashes[2] || i == kDashes[3];
     const unsigned char c = static_cast<unsigned char>(uuid[i]);
     if (dash_here) {
       if (c != '-') return "";
@@ -108,9 +109,9 @@ std::string VersionText(int version) {
 }
 
 std::string GpuText(const GpuInfo& gpu) {
-  return absl::StrFormat("%d %s %s %.1f GiB", gpu.index, gpu.uuid, gpu.name,
-                         static_cast<double>(gpu.total_memory_bytes) /
-                             (1024.0 * 1024.0 * 1024.0));
+  return absl::StrFormat(
+      "%d %s %s %.1f GiB", gpu.index, gpu.uuid, gpu.name,
+      static_cast<double>(gpu.total_memory_bytes) / (1024.0 * 1024.0 * 1024.0));
 }
 
 }  // namespace
@@ -139,8 +140,9 @@ absl::Status CheckGpuServable(const CudaProbe& probe, std::string_view uuid) {
     if (UuidDigits(gpu.uuid) == wanted) return absl::OkStatus();
   }
   if (!probe.driver_error.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot serve GPU ", Abs(uuid), ": the CUDA driver: ", probe.driver_error));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot serve GPU ", Abs(uuid),
+                     ": the CUDA driver: ", probe.driver_error));
   }
   std::vector<std::string> seen;
   for (const GpuInfo& gpu : probe.gpus) seen.push_back(gpu.uuid);
@@ -165,8 +167,9 @@ std::string DescribeCuda(const CudaProbe& probe) {
   std::string line =
       absl::StrCat("built (runtime ", VersionText(probe.runtime_version), ")");
   absl::StrAppend(&line, ", driver ",
-                  probe.driver_version == 0 ? std::string("none")
-                                            : VersionText(probe.driver_version));
+                  probe.driver_version == 0
+                      ? std::string("none")
+                      : VersionText(probe.driver_version));
   if (probe.gpus.empty()) {
     absl::StrAppend(&line, "; no GPU usable");
   } else {

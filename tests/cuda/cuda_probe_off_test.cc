@@ -33,8 +33,9 @@ TEST(CudaProbeOffTest, RefusesEveryGpuAsFailedPreconditionSayingWhy) {
       StatusIs(absl::StatusCode::kFailedPrecondition,
                HasSubstr("this stokerd was built without CUDA support "
                          "(STOKER_CUDA=OFF or no toolkit at build time)")));
-  EXPECT_THAT(CheckGpuServable(kUuid),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(kUuid)));
+  EXPECT_THAT(
+      CheckGpuServable(kUuid),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(kUuid)));
 }
 
 TEST(CudaProbeOffTest, AMalformedUuidIsStillInvalidArgument) {

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "gmock/gmock.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/status_matchers.h"
 
@@ -84,10 +84,11 @@ TEST(CheckGpuServableTest, ABinaryWithoutCudaSaysSo) {
 }
 
 TEST(CheckGpuServableTest, WhatIsNotAUuidIsInvalidArgument) {
-  for (const char* bad : {"", "0", "GPU-", "GPU-3f2a9c1e7b4d4e8a9c0f1d2e3f4a5b6c",
-                          "GPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6",
-                          "GPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6g",
-                          "XPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6c"}) {
+  for (const char* bad :
+       {"", "0", "GPU-", "GPU-3f2a9c1e7b4d4e8a9c0f1d2e3f4a5b6c",
+        "GPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6",
+        "GPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6g",
+        "XPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6c"}) {
     EXPECT_THAT(CheckGpuServable(TwoGpus(), bad),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("is not of the form GPU-")))
@@ -103,7 +104,8 @@ TEST(DescribeCudaTest, NamesEachGpuOrTheDriversReason) {
   CudaProbe none;
   none.built = true;
   none.runtime_version = 13000;
-  none.driver_error = "cudaGetDeviceCount failed with cudaErrorInsufficientDriver";
+  none.driver_error =
+      "cudaGetDeviceCount failed with cudaErrorInsufficientDriver";
   none.visible_devices = "";
   EXPECT_EQ(DescribeCuda(none),
             "built (runtime 13.0), driver none; no GPU usable: "
@@ -133,11 +135,13 @@ TEST(CudaProbeTest, AnswersAsTheBuildWasMadeAndAsksOnce) {
 
 TEST(CudaProbeTest, WithoutAUsableDriverRefusesWithTheDriversError) {
   const CudaProbe& probe = ProbeCuda();
-  if (!probe.built) GTEST_SKIP() << "built without CUDA: " << DescribeCuda(probe);
+  if (!probe.built)
+    GTEST_SKIP() << "built without CUDA: " << DescribeCuda(probe);
   if (!probe.gpus.empty()) {
     GTEST_SKIP() << "this machine has a usable GPU: " << DescribeCuda(probe);
   }
-  EXPECT_THAT(probe.driver_error, HasSubstr("cudaGetDeviceCount failed with cuda"));
+  EXPECT_THAT(probe.driver_error,
+              HasSubstr("cudaGetDeviceCount failed with cuda"));
   EXPECT_THAT(CheckGpuServable(kUuid),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        AllOf(HasSubstr("the CUDA driver: "),
@@ -150,14 +154,16 @@ TEST(CudaProbeTest, WithoutAUsableDriverRefusesWithTheDriversError) {
 TEST(CudaProbeTest, OnAGpuMachineEveryGpuIsListedAndServable) {
   const CudaProbe& probe = ProbeCuda();
   if (probe.gpus.empty()) {
-    GTEST_SKIP() << "needs a GPU; this process has none: " << DescribeCuda(probe);
+    GTEST_SKIP() << "needs a GPU; this process has none: "
+                 << DescribeCuda(probe);
   }
   EXPECT_GT(probe.driver_version, 0);
   for (size_t i = 0; i < probe.gpus.size(); ++i) {
     const GpuInfo& gpu = probe.gpus[i];
     EXPECT_EQ(gpu.index, static_cast<int>(i));
-    EXPECT_THAT(gpu.uuid, MatchesRegex("GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-"
-                                       "[0-9a-f]{4}-[0-9a-f]{12}"));
+    EXPECT_THAT(gpu.uuid,
+                MatchesRegex("GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                             "[0-9a-f]{4}-[0-9a-f]{12}"));
     EXPECT_FALSE(gpu.name.empty());
     EXPECT_GT(gpu.total_memory_bytes, 0u);
     EXPECT_THAT(CheckGpuServable(gpu.uuid), IsOk()) << DescribeCuda(probe);
