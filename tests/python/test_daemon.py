@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import STOKER, STOKERD, Daemon, run, write_config
+from conftest import BUILD, STOKER, STOKERD, Daemon, run, write_config
 
 
 def stream(daemon, *args, pipeline="train", check=True):
@@ -230,6 +230,15 @@ def test_version_says_whether_cuda_is_built_and_what_it_sees():
         assert (re.search(r"\d+ GPUs?: 0 GPU-[0-9a-f]{8}-", cuda)
                 or "no GPU usable: cudaGetDeviceCount failed with " in cuda), cuda
     assert "--version" in run([STOKERD, "--help"]).stdout
+
+
+def test_the_cuda_runtime_is_linked_statically_if_at_all():
+    # With CUDA built in, stokerd must still start where no libcudart.so is.
+    for binary in (STOKERD, BUILD / "client" / "libstoker_client.so"):
+        dynamic = run(["readelf", "-d", binary]).stdout.splitlines()
+        needed = [line for line in dynamic if "(NEEDED)" in line]
+        assert needed, binary
+        assert not [n for n in needed if "libcuda" in n], needed
 
 
 def test_startup_log_states_the_cuda_facts_of_version(daemon):
