@@ -22,12 +22,32 @@ target_link_libraries(stoker_opencv INTERFACE ${OPENCV_IMGPROC_LIB} ${OPENCV_COR
 
 find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
-# CUDA is optional: found, never required. GPU paths check at run time.
-find_package(CUDAToolkit QUIET)
-if(CUDAToolkit_FOUND)
-  message(STATUS "CUDA toolkit ${CUDAToolkit_VERSION} found: GPU transports are built")
-  set(STOKER_HAVE_CUDA ON)
+# CUDA is optional (STOKER_CUDA, set in the top-level CMakeLists.txt). Only
+# the runtime API is used, from C++, linked statically (CUDA::cudart_static):
+# the binaries then need no libcudart.so and start on machines without a GPU
+# or driver, where cudart loads libcuda.so.1 lazily and reports it missing.
+# STOKER_CUDA_ENABLED says what was decided; server/cuda/ reads it.
+string(TOUPPER "${STOKER_CUDA}" STOKER_CUDA)
+if(NOT STOKER_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "STOKER_CUDA is '${STOKER_CUDA}': it must be AUTO, ON or OFF")
+endif()
+set(STOKER_CUDA_ENABLED OFF)
+if(STOKER_CUDA STREQUAL "OFF")
+  message(STATUS "CUDA support: off (STOKER_CUDA=OFF)")
 else()
-  message(STATUS "CUDA toolkit not found: GPU transports are off")
-  set(STOKER_HAVE_CUDA OFF)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cudart_static)
+    set(STOKER_CUDA_ENABLED ON)
+    message(STATUS "CUDA support: on (STOKER_CUDA=${STOKER_CUDA}, CUDA toolkit "
+      "${CUDAToolkit_VERSION} in ${CUDAToolkit_BIN_DIR}, runtime linked statically)")
+  elseif(STOKER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "STOKER_CUDA=ON but find_package(CUDAToolkit) found no CUDA "
+      "toolkit with a static runtime (libcudart_static.a). Install one and point "
+      "-DCUDAToolkit_ROOT (or the CUDA_PATH environment variable, or PATH to its "
+      "nvcc) at it, or configure with "
+      "-DSTOKER_CUDA=AUTO or OFF.")
+  else()
+    message(STATUS "CUDA support: off (STOKER_CUDA=AUTO and no CUDA toolkit found; "
+      "set CUDAToolkit_ROOT to use one)")
+  endif()
 endif()

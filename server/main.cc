@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/config/config_loader.h"
 #include "server/config/config_reference.h"
+#include "server/cuda/cuda_probe.h"
 #include "server/metrics/log.h"
 #include "server/server_lib.h"
 #include "server/systemd/notifier.h"
@@ -21,6 +22,16 @@ namespace {
 
 using stoker::metrics::Log;
 using stoker::metrics::LogLevel;
+
+#ifndef STOKER_VERSION
+#error "STOKER_VERSION is set by server/CMakeLists.txt"
+#endif
+
+// The text of --version: this build's version and what it can do with CUDA.
+std::string VersionText() {
+  return absl::StrCat("stokerd ", STOKER_VERSION, "\nCUDA: ",
+                      stoker::cuda::DescribeCuda(stoker::cuda::ProbeCuda()));
+}
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "stokerd: %s\n", std::string(status.message()).c_str());
@@ -49,6 +60,9 @@ int main(int argc, char** argv) {
                "Print the reference of every config key and exit");
   app.add_option("--log-level", log_level, "debug, info, warning or error")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
+  app.set_version_flag("--version", VersionText,
+                       "Print the version and CUDA support (built or not; "
+                       "the GPUs seen, or the driver's reason) and exit");
   CLI11_PARSE(app, argc, argv);
 
   if (print_reference) {

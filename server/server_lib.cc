@@ -17,6 +17,7 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/cuda/cuda_probe.h"
 #include "server/metrics/log.h"
 #include "server/metrics/stream_log.h"
 
@@ -273,6 +274,14 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
 StokerServer::~StokerServer() { Stop(); }
 
 absl::Status StokerServer::Start() {
+  // What the GPU transport will be able to serve, stated before anything
+  // listens: whether CUDA support is built, and the GPUs seen or the
+  // driver's reason.
+  const cuda::CudaProbe& gpu = cuda::ProbeCuda();
+  Log(LogLevel::kInfo, "cuda",
+      {{"built", gpu.built ? "yes" : "no"},
+       {"gpus", absl::StrCat(gpu.gpus.size())},
+       {"detail", cuda::DescribeCuda(gpu)}});
   pool_->Start();
   opener_->Start();
   if (autotune_ != nullptr) autotune_->Start();

@@ -1,5 +1,6 @@
 """The daemon and the CLI end to end, as separate processes."""
 import json
+import re
 import signal
 import subprocess
 import time
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import STOKER, STOKERD, Daemon, run, write_config
+from conftest import BUILD, STOKER, STOKERD, Daemon, run, write_config
 
 
 def stream(daemon, *args, pipeline="train", check=True):
@@ -208,3 +209,43 @@ def test_standard_health_service_answers_serving(daemon):
         # HealthCheckRequest{} is empty; HealthCheckResponse{status: SERVING}
         # is field 1 = 1 on the wire.
         assert check(b"", timeout=10) == b"\x08\x01"
+
+
+def version_lines():
+    out = run([STOKERD, "--version"])
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2, out.stdout
+    return lines
+
+
+def test_version_says_whether_cuda_is_built_and_what_it_sees():
+    name, cuda = version_lines()
+    assert re.fullmatch(r"stokerd \d+\.\d+\.\d+", name), name
+    if cuda.startswith("CUDA: not built"):
+        assert cuda == ("CUDA: not built (STOKER_CUDA=OFF or no toolkit at "
+                        "build time)")
+    else:
+        # Built: either the GPUs, each with its UUID, or the driver's reason.
+        assert re.match(r"CUDA: built \(runtime \d+\.\d+\), driver ", cuda), cuda
+        assert (re.search(r"\d+ GPUs?: 0 GPU-[0-9a-f]{8}-", cuda)
+                or "no GPU usable: cudaGetDeviceCount failed with " in cuda), cuda
+    assert "--version" in run([STOKERD, "--help"]).stdout
+
+
+def test_the_cuda_runtime_is_linked_statically_if_at_all():
+    # With CUDA built in, stokerd must still start where no libcudart.so is.
+    for binary in (STOKERD, BUILD / "client" / "libstoker_client.so"):
+        dynamic = run(["readelf", "-d", binary]).stdout.splitlines()
+        needed = [line for line in dynamic if "(NEEDED)" in line]
+        assert needed, binary
+        assert not [n for n in needed if "libcuda" in n], needed
+
+
+def test_startup_log_states_the_cuda_facts_of_version(daemon):
+    _, cuda = version_lines()
+    line = next(l for l in daemon.log().splitlines() if "event=cuda " in l)
+    built = "no" if cuda.startswith("CUDA: not built") else "yes"
+    assert f"built={built}" in line
+    detail = (cuda.removeprefix("CUDA: ").replace("\\", "\\\\")
+              .replace('"', '\\"'))
+    assert f'detail="{detail}"' in line, line
