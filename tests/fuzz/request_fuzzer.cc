@@ -21,7 +21,7 @@
 #include "server/pipeline/worker_pool.h"
 #include "server/service/catalog.h"
 #include "server/service/stream_service.h"
-#include "server/transport/grpc/convert.h"
+#include "server/transport/wire.h"
 #include "stoker/v1/stoker.pb.h"
 #include "tests/testing/dataset_fixture.h"
 
@@ -103,7 +103,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       !request.has_open()) {
     return 0;  // The adapter refuses these before any validation.
   }
-  const service::StreamSpec spec = transport::ToSpec(request.open());
+  service::StreamSpec spec = transport::ToSpec(request.open());
+  // As the reactor sets it from the transport asked for (shm's client
+  // holds batches, which widens the window).
+  spec.client_holds = request.open().transport() == v1::TRANSPORT_SHM;
   absl::StatusOr<service::OpenedStream> opened = world->service->Open(spec);
   if (!opened.ok()) {
     const absl::StatusCode code = opened.status().code();
