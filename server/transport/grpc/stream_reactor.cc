@@ -82,10 +82,12 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
     delivery = delivery_;
   }
   // Only a batch in flight is let go: a repeated or made-up ack frees no
-  // slot and counts no stall.
+  // slot and counts no stall. The ack is counted before its slot is freed:
+  // once freed, another thread may send the next batch, and whoever sees
+  // that batch must also see the ack counted.
   for (const v1::Ack* ack : known) {
-    delivery->Acked(ack->position().epoch(), ack->position().step());
     stream->RecordAck(ack->wait_seconds(), ack->busy_seconds());
+    delivery->Acked(ack->position().epoch(), ack->position().step());
   }
   Pump();
 }
