@@ -196,6 +196,14 @@ void AddStreamCommand(CLI::App& app) {
   cmd->add_option("--start-step", o.start.step,
                   "Resume position: step of the first batch")
       ->capture_default_str();
+  cmd->add_option("--end-epoch", o.end.epoch,
+                  "Stop before this position (with --end-step), or at the "
+                  "end of --epochs if that is sooner; 0 and 0: no end "
+                  "position")
+      ->capture_default_str();
+  cmd->add_option("--end-step", o.end.step,
+                  "Stop before this position: its step (see --end-epoch)")
+      ->capture_default_str();
   cmd->add_option("--open-timeout", flags->open_timeout_s,
                   "Seconds opening may wait: for the daemon (a refused TLS "
                   "handshake shows as UNAVAILABLE after it), and in the "

@@ -98,7 +98,8 @@ absl::StatusOr<std::vector<DatasetSummary>> Client::ListDatasets() {
   std::vector<DatasetSummary> out;
   for (const v1::DatasetInfo& d : response.datasets()) {
     out.push_back({d.name(), d.num_samples(), d.num_shards(), d.bytes(),
-                   {d.classes().begin(), d.classes().end()}});
+                   {d.classes().begin(), d.classes().end()},
+                   d.manifest_digest()});
   }
   return out;
 }

@@ -150,6 +150,10 @@ absl::Status Stream::OpenWith(int transport_number,
       std::chrono::duration<double>(options_.open_timeout).count());
   open->mutable_start()->set_epoch(position_.epoch);
   open->mutable_start()->set_step(position_.step);
+  if (options_.end.epoch != 0 || options_.end.step != 0) {
+    open->mutable_end()->set_epoch(options_.end.epoch);
+    open->mutable_end()->set_step(options_.end.step);
+  }
 
   v1::StreamResponse response;
   if (!call_->rw->Write(request) || !call_->rw->Read(&response)) {

@@ -3,8 +3,10 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <xxhash.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "server/dataset/file_util.h"
 
 namespace stoker::dataset {
@@ -250,6 +252,11 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
                         absl::StrCat("manifest ", path, ": ", s.message()));
   }
   return ParseManifest(text, path);
+}
+
+std::string ManifestDigest(const Manifest& m) {
+  const std::string text = SerializeManifest(m);
+  return absl::StrFormat("%016x", XXH3_64bits(text.data(), text.size()));
 }
 
 }  // namespace stoker::dataset

@@ -66,6 +66,11 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json,
 // that is not UTF-8 has its bad bytes replaced by U+FFFD.
 std::string SerializeManifest(const Manifest& m);
 
+// Which dataset this is, as 16 hex digits: xxh3-64 of SerializeManifest(m),
+// so it covers the name, counts, fields, classes, every shard's size and key
+// range, and the creation time. Two packs differ unless they are one.
+std::string ManifestDigest(const Manifest& m);
+
 // Reads and parses `dir`/manifest.json. NotFound if it does not exist.
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -18,7 +19,29 @@ int64_t NowNs() {
       .count();
 }
 
+// a * b, or the largest uint64 where that overflows.
+uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
+  uint64_t product;
+  return __builtin_mul_overflow(a, b, &product)
+             ? std::numeric_limits<uint64_t>::max()
+             : product;
+}
+
 }  // namespace
+
+uint64_t EndPosition(const StreamSpec& spec, uint64_t steps_per_epoch) {
+  uint64_t end = spec.epochs == 0
+                     ? std::numeric_limits<uint64_t>::max()
+                     : SaturatingProduct(spec.epochs, steps_per_epoch);
+  if (spec.end_epoch != 0 || spec.end_step != 0) {
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+    const uint64_t epochs = SaturatingProduct(spec.end_epoch, steps_per_epoch);
+    const uint64_t until =
+        epochs > kMax - spec.end_step ? kMax : epochs + spec.end_step;
+    end = std::min(end, until);
+  }
+  return end;
+}
 
 // A batch being built. Each of its samples is written by exactly one task;
 // the task that finishes last marks the batch done. Or, for a stream on a
@@ -50,6 +73,7 @@ Stream::Stream(Options options)
       on_corrupt_(options.on_corrupt),
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
+      end_(EndPosition(spec_, steps_per_epoch_)),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
@@ -72,7 +96,7 @@ void Stream::SetReadyCallback(std::function<void()> callback) {
 }
 
 bool Stream::AtEndLocked() const {
-  return spec_.epochs != 0 && next_epoch_ >= spec_.epochs;
+  return next_epoch_ * steps_per_epoch_ + next_step_ >= end_;
 }
 
 bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {

@@ -73,6 +73,10 @@ struct StreamSpec {
   uint32_t prefetch = 0;  // 0: the daemon's default.
   uint64_t start_epoch = 0;
   uint64_t start_step = 0;
+  // Stop before (end_epoch, end_step), or at the end of `epochs` if that is
+  // sooner; (0, 0): at the end of `epochs`.
+  uint64_t end_epoch = 0;
+  uint64_t end_step = 0;
   double weight = 1.0;
   std::string transport = "grpc";  // Its name, for metrics and logs.
   // The client keeps batches in the transport's memory after reading them
@@ -83,6 +87,10 @@ struct StreamSpec {
   std::string peer;    // Who opened it: "uid:N", "ip:ADDR" or "local".
 };
 
+// The linear position (epoch * steps_per_epoch + step) a stream stops
+// before: the sooner of `end` and the end of `epochs`; the largest uint64
+// for an endless stream with no end.
+uint64_t EndPosition(const StreamSpec& spec, uint64_t steps_per_epoch);
 
 // What one stream did since it opened, and what it holds now.
 struct StreamStats {
@@ -192,6 +200,7 @@ class Stream : public BatchSource,
   const OnCorrupt on_corrupt_;
   const uint64_t steps_per_epoch_;
   const uint64_t samples_per_epoch_;
+  const uint64_t end_;  // EndPosition(spec_, steps_per_epoch_).
 
   const std::shared_ptr<StreamCounters> counters_;
   // This stream's counts: part of counters_' label set, or of none.

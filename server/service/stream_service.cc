@@ -129,6 +129,23 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
         ") is outside the stream: ", steps, " steps per epoch, ", spec.epochs,
         " epochs"));
   }
+  if (spec.end_epoch != 0 || spec.end_step != 0) {
+    if (spec.end_step >= steps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "end position (epoch ", spec.end_epoch, ", step ", spec.end_step,
+          ") is outside its epoch: ", steps, " steps per epoch"));
+    }
+    // At the end is fine (a client that reconnects after the last batch
+    // gets an empty stream); before it is a mistake.
+    if (spec.end_epoch < spec.start_epoch ||
+        (spec.end_epoch == spec.start_epoch &&
+         spec.end_step < spec.start_step)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "end position (epoch ", spec.end_epoch, ", step ", spec.end_step,
+          ") is before the start (epoch ", spec.start_epoch, ", step ",
+          spec.start_step, ")"));
+    }
+  }
 
   BatchLayout layout((*bound)->outputs(), spec.batch_size);
   const uint64_t batch_bytes = layout.Bytes(spec.batch_size);
@@ -285,12 +302,13 @@ absl::StatusOr<std::shared_ptr<BufferSource>> StreamService::JoinRun(
   const StreamSpec& spec = stream->spec();
   const uint64_t steps = stream->steps_per_epoch();
   const uint64_t start = spec.start_epoch * steps + spec.start_step;
-  const uint64_t end = spec.epochs == 0 ? std::numeric_limits<uint64_t>::max()
-                                        : spec.epochs * steps;
+  const uint64_t end = EndPosition(spec, steps);
   // The last window of batches is copied: a client may hold those after
   // the stream ends, when nothing keeps the run from reusing its buffers.
   const uint64_t lend_before =
-      spec.epochs == 0 ? end : end - std::min<uint64_t>(end, opened.window);
+      end == std::numeric_limits<uint64_t>::max()
+          ? end
+          : end - std::min<uint64_t>(end, opened.window);
   const double weight = opened.ticket->weight();
   RunKey key{producer.catalog.get(), spec.dataset,    spec.pipeline,
              spec.seed,              spec.batch_size, spec.world_size,
@@ -333,6 +351,7 @@ absl::StatusOr<std::shared_ptr<BufferSource>> StreamService::JoinRun(
   // Builds on demand, for as long as it is used; its role is in
   // count_deliveries = false: the streams it serves count what they get.
   producer.spec.epochs = 0;
+  producer.spec.end_epoch = producer.spec.end_step = 0;
   producer.group = group;
   auto run = SharedRun::Create(std::make_shared<Stream>(std::move(producer)),
                                start, capacity, opened.window, std::move(group),

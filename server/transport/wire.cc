@@ -16,6 +16,8 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   spec.prefetch = open.prefetch();
   spec.start_epoch = open.start().epoch();
   spec.start_step = open.start().step();
+  spec.end_epoch = open.end().epoch();
+  spec.end_step = open.end().step();
   spec.weight = open.weight() == 0 ? 1.0 : open.weight();  // 0: unset.
   spec.hold = open.hold();
   spec.share = open.share();

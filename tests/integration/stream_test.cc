@@ -141,6 +141,80 @@ TEST_F(StreamTest, ResumeAtPositionContinuesExactly) {
   EXPECT_EQ(joined, whole.batches);
 }
 
+// A chunk [start, end) is exactly those batches of the whole stream, so
+// streams of adjacent chunks together are the whole stream, byte for byte.
+TEST_F(StreamTest, AStreamWithAnEndSendsExactlyItsChunk) {
+  const StreamOptions o = Options(6, /*epochs=*/2);  // 9 steps per epoch.
+  Consumed whole = Consume(server_->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(whole.status)) << whole.status;
+  ASSERT_EQ(whole.batches.size(), 18u);
+
+  std::vector<std::string> joined;
+  const std::vector<Position> bounds = {{0, 0}, {0, 4}, {1, 1}, {1, 2}, {2, 0}};
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    StreamOptions chunk = o;
+    chunk.start = bounds[i];
+    chunk.end = bounds[i + 1];
+    Consumed c = Consume(server_->target(), chunk);
+    ASSERT_TRUE(absl::IsOutOfRange(c.status)) << c.status;
+    ASSERT_FALSE(c.positions.empty());
+    EXPECT_EQ(c.positions.front(),
+              std::make_pair(bounds[i].epoch, bounds[i].step));
+    EXPECT_EQ(c.next.epoch, bounds[i + 1].epoch);
+    EXPECT_EQ(c.next.step, bounds[i + 1].step);
+    joined.insert(joined.end(), c.batches.begin(), c.batches.end());
+  }
+  EXPECT_EQ(joined, whole.batches);
+}
+
+TEST_F(StreamTest, TheSoonerOfEndAndEpochsEndsTheStream) {
+  StreamOptions o = Options(6, /*epochs=*/1);
+  o.end = Position{3, 0};  // After the one epoch: the epoch ends it.
+  Consumed c = Consume(server_->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(c.status)) << c.status;
+  EXPECT_EQ(c.batches.size(), 9u);
+  o.epochs = 0;  // Endless: the end ends it.
+  o.end = Position{1, 3};
+  c = Consume(server_->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(c.status)) << c.status;
+  EXPECT_EQ(c.batches.size(), 12u);
+  // At the end already, as a client reconnecting after the last batch is:
+  // nothing to send, and no error.
+  o.start = Position{1, 3};
+  c = Consume(server_->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(c.status)) << c.status;
+  EXPECT_TRUE(c.batches.empty());
+}
+
+TEST_F(StreamTest, AnEndBeforeTheStartOrOutsideItsEpochIsInvalidArgument) {
+  StreamOptions o = Options(6, /*epochs=*/0);
+  o.start = Position{1, 2};
+  o.end = Position{1, 1};
+  absl::Status s = Consume(server_->target(), o).status;
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("end position (epoch 1, step 1) is "
+                                     "before the start (epoch 1, step 2)"));
+  o.end = Position{2, 9};
+  s = Consume(server_->target(), o).status;
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("outside its epoch: 9 steps per epoch"));
+}
+
+// A shared run is endless; a stream on it still ends at its own end, and
+// its last batches are copies it may keep (as at the end of epochs).
+TEST_F(StreamTest, ASharedStreamEndsAtItsEnd) {
+  StreamOptions o = Options(6, /*epochs=*/0);
+  o.share = true;
+  o.end = Position{0, 5};
+  Consumed c = Consume(server_->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(c.status)) << c.status;
+  StreamOptions alone = o;
+  alone.share = false;
+  EXPECT_EQ(c.batches, Consume(server_->target(), alone).batches);
+  EXPECT_EQ(c.batches.size(), 5u);
+  EXPECT_FALSE(c.shared.back());
+}
+
 TEST(StreamWorkersTest, BatchesAreIdenticalWithOneAndTwoWorkers) {
   std::vector<std::vector<std::string>> runs;
   for (int workers : {1, 2}) {
@@ -246,6 +320,30 @@ TEST_F(StreamTest, ListsDatasetsAndPipelines) {
   ASSERT_EQ(pipelines->size(), 2u);
   EXPECT_EQ((*pipelines)[0].name, "train");
   EXPECT_EQ((*pipelines)[0].ops.front(), "decode_jpeg");
+}
+
+// The digest tells packs apart: the same dataset dir served by a second
+// daemon has the same one, another pack of the same name does not.
+TEST_F(StreamTest, TheManifestDigestIsEqualOnlyForTheSamePack) {
+  auto digest_of = [](const std::string& target) {
+    auto datasets = Client::Connect(target)->ListDatasets();
+    EXPECT_TRUE(datasets.ok()) << datasets.status();
+    return datasets.ok() && datasets->size() == 1
+               ? (*datasets)[0].manifest_digest
+               : std::string();
+  };
+  const std::string mine = digest_of(server_->target());
+  EXPECT_THAT(mine, ::testing::MatchesRegex("[0-9a-f]{16}"));
+  TestServerOptions same;
+  same.dataset_dir = server_->dataset_dir();
+  auto twin = TestServer::Start(same);
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  EXPECT_EQ(digest_of((*twin)->target()), mine);
+  TestServerOptions other;
+  other.num_samples = 51;
+  auto different = TestServer::Start(other);
+  ASSERT_TRUE(different.ok()) << different.status();
+  EXPECT_NE(digest_of((*different)->target()), mine);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 """The Python client's Stream against a real stokerd: same bytes as the C++
 client, tensor views, positions, acks, transports and errors."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -46,6 +47,22 @@ def test_digest_matches_the_cli_for_the_same_request(client_daemon, pipeline,
     assert sum(len(b.sample_ids) for b in batches) == cli["samples"]
     assert s.position == (cli["next_position"]["epoch"],
                           cli["next_position"]["step"])
+
+
+def test_cli_end_position_streams_only_the_chunk(client_daemon):
+    # 30 samples, batches of 4: 8 steps per epoch. The chunk (0, 6) to
+    # (1, 2) is the whole two-epoch stream's batches 6..9, byte for byte.
+    client = stoker.Client(client_daemon.address)
+    with client.stream("train", "train", batch_size=4, seed=3, epochs=2,
+                       transport="grpc") as s:
+        whole = list(s)
+    cli = cli_stream(client_daemon, "--dataset", "train", "--pipeline",
+                     "train", "--batch-size", 4, "--seed", 3, "--epochs", 2,
+                     "--start-epoch", 0, "--start-step", 6, "--end-epoch", 1,
+                     "--end-step", 2)
+    assert cli["batches"] == 4
+    assert cli["content_digest"] == digest(whole[6:10])
+    assert cli["next_position"] == {"epoch": 1, "step": 2}
 
 
 def test_batches_are_typed_read_only_views_of_the_message(client_daemon):
@@ -194,6 +211,7 @@ def test_lists_datasets_and_pipelines(client_daemon):
     [train] = client.datasets()
     assert train.name == "train" and train.num_samples == 30
     assert train.classes == ("class_000", "class_001", "class_002")
+    assert re.fullmatch("[0-9a-f]{16}", train.manifest_digest)
     assert client.dataset("train") == train
     with pytest.raises(stoker.NotFound):
         client.dataset("nope")

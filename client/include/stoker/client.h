@@ -87,6 +87,9 @@ struct StreamOptions {
   bool drop_last = false;
   uint32_t prefetch = 0;  // 0: the daemon's default.
   Position start;
+  // Stop before this position, or at the end of `epochs` if that is
+  // sooner; (0, 0): at the end of `epochs`.
+  Position end;
   // grpc, shm, cuda_ipc, "auto" (shm, then grpc), or a list tried in
   // order, e.g. "cuda_ipc,shm,grpc"; info().transport tells which was used.
   std::string transport = "grpc";
@@ -176,6 +179,8 @@ struct DatasetSummary {
   uint32_t num_shards = 0;
   uint64_t bytes = 0;
   std::vector<std::string> classes;
+  // Which pack this is: equal on two daemons only for the same dataset.
+  std::string manifest_digest;
 };
 
 struct PipelineSummary {

@@ -95,7 +95,8 @@ class Client:
         response = self._unary(self._stub.ListDatasets,
                                pb.ListDatasetsRequest())
         return [DatasetInfo(d.name, d.num_samples, d.num_shards, d.bytes,
-                            tuple(d.classes), tuple(d.fields))
+                            tuple(d.classes), tuple(d.fields),
+                            d.manifest_digest)
                 for d in response.datasets]
 
     def dataset(self, name: str) -> DatasetInfo:

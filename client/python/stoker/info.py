@@ -30,6 +30,8 @@ class DatasetInfo:
     bytes: int
     classes: Tuple[str, ...]
     fields: Tuple[str, ...]
+    # Which pack this is: equal on two daemons only for the same dataset.
+    manifest_digest: str
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ grpc::ServerUnaryReactor* GrpcService::ListDatasets(
     info->set_bytes(bytes);
     for (const std::string& c : m.classes) info->add_classes(c);
     for (const dataset::FieldSpec& f : m.fields) info->add_fields(f.name);
+    info->set_manifest_digest(dataset::ManifestDigest(m));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
