@@ -181,6 +181,7 @@ open_bundle() {
     [ -f "$where" ] || die "no bundle at $where: make one with 'tests/gpu/run.sh pack' on the build machine and carry it"
     local into
     into=$(mktemp -d "${TMPDIR:-/tmp}/stoker-gpu.XXXXXX")
+    UNPACKED=$into  # `run` removes it at exit; `exec` leaves it in TMPDIR.
     tar xzf "$where" -C "$into" || die "cannot unpack $where"
     where=$(find "$into" -mindepth 1 -maxdepth 1 -type d | head -1)
   fi
@@ -199,6 +200,8 @@ exec_one() {
 }
 
 run() {
+  UNPACKED=
+  trap '[ -z "$UNPACKED" ] || rm -rf "$UNPACKED"' EXIT
   open_bundle "${1:-}"
   if ! command -v nvidia-smi >/dev/null; then
     echo "tests/gpu/run.sh: no GPU here: nvidia-smi is not installed (no NVIDIA driver); nothing was run" >&2

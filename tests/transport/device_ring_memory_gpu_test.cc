@@ -5,8 +5,8 @@
 // and writes back; the allocation is freed with its owner. Skips, saying
 // why, where this process sees no GPU.
 //
-// The other process is this binary again (main below), told what to map by
-// its environment, with the descriptor as fd 3.
+// The other process is this binary again, started as this one was (main
+// below), told what to map by its environment, with the descriptor as fd 3.
 #include <cuda_runtime_api.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -114,11 +115,20 @@ int SpawnChild(const DeviceRingMemory& memory, const std::string& gpu) {
   posix_spawn_file_actions_init(&actions);
   if (memory.fd() >= 0)
     posix_spawn_file_actions_adddup2(&actions, memory.fd(), 3);
-  char self[] = "/proc/self/exe";
-  char* argv[] = {self, nullptr};
+  // This process's own command line: run through the bundle's loader
+  // (tests/gpu/run.sh), /proc/self/exe is the loader, which needs its
+  // arguments again.
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string arg; std::getline(cmdline, arg, '\0');) {
+    args.push_back(arg);
+  }
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   pid_t pid = 0;
-  const int spawned =
-      posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, envp.data());
+  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr,
+                                  argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) return -1;
   int status = 0;
