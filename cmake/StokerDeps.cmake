@@ -40,6 +40,22 @@ else()
     set(STOKER_CUDA_ENABLED ON)
     message(STATUS "CUDA support: on (STOKER_CUDA=${STOKER_CUDA}, CUDA toolkit "
       "${CUDAToolkit_VERSION} in ${CUDAToolkit_BIN_DIR}, runtime linked statically)")
+    # The cuda_ipc transport's kernel (server/transport/cuda_ipc/*.cu) is
+    # built by the toolkit's nvcc. No GPU is needed to build it: the
+    # architectures are named, never detected. 75 and 80 as machine code
+    # (Turing, CUDA 13's oldest, and Ampere), 90 (Hopper: H100, H200) as
+    # machine code and PTX, which newer GPUs compile when they load it.
+    if(NOT CMAKE_CUDA_COMPILER)
+      set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
+    endif()
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # cudart_static, as the C++ targets link it.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
   elseif(STOKER_CUDA STREQUAL "ON")
     message(FATAL_ERROR "STOKER_CUDA=ON but find_package(CUDAToolkit) found no CUDA "
       "toolkit with a static runtime (libcudart_static.a). Install one and point "
@@ -51,3 +67,6 @@ else()
       "set CUDAToolkit_ROOT to use one)")
   endif()
 endif()
+# Recorded in the cache for tools that read a build (tests/gpu/run.sh pack).
+set(STOKER_CUDA_SUPPORT ${STOKER_CUDA_ENABLED} CACHE INTERNAL
+  "Whether this build has CUDA support (cmake/StokerDeps.cmake)")

@@ -229,6 +229,7 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   env.unix_path = o.listen.unix_path;
   env.unix_mode = o.listen.unix_mode;
   env.unix_group = SocketGroup(o.listen);
+  env.device_memory_budget = o.device_memory_budget;
   server->transports_ = std::make_unique<transport::Transports>(env);
   // Shared runs build in a transport's run memory (shm's memfd rings, which
   // its clients map): a batch built once reaches every consumer without a

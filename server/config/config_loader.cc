@@ -101,6 +101,10 @@ absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
       if (auto size = ReadSize(entry, "memory_budget", diag_)) {
         options_.memory_budget = *size;
       }
+    } else if (entry.key == "device_memory_budget") {
+      if (auto size = ReadSize(entry, "device_memory_budget", diag_)) {
+        options_.device_memory_budget = *size;
+      }
     } else if (entry.key == "on_corrupt") {
       ReadOnCorrupt(entry);
     } else if (entry.key == "limits") {

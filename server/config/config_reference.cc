@@ -77,6 +77,11 @@ const std::vector<KeyDoc>& Keys() {
        "with."},
       {"memory_budget", "size", "",
        "Bytes the daemon may hold in decoded samples and batches at once."},
+      {"device_memory_budget", "size", "",
+       "Bytes of GPU memory the cuda_ipc streams may hold on each GPU at "
+       "once: each stream's ring of device slots (prefetch + hold batches "
+       "in the pipeline's output dtype) and its uint8 staging buffer. A "
+       "stream that does not fit is refused with RESOURCE_EXHAUSTED."},
       {"on_corrupt", "`skip` or `fail`", "",
        "What a stream does on a record that fails its checksum or decode: "
        "skip it and count it, or fail the stream with DATA_LOSS."},
@@ -158,6 +163,9 @@ std::string DefaultOf(absl::string_view key) {
   }
   if (key == "prefetch") return d.prefetch_auto ? "auto" : "fixed";
   if (key == "memory_budget") return FormatByteSize(d.memory_budget);
+  if (key == "device_memory_budget") {
+    return FormatByteSize(d.device_memory_budget);
+  }
   if (key == "on_corrupt") {
     return d.on_corrupt == OnCorrupt::kSkip ? "skip" : "fail";
   }

@@ -116,6 +116,9 @@ struct ServerOptions {
   bool prefetch_auto = false;
   // Bytes the daemon may hold in decoded samples and batches at once.
   uint64_t memory_budget = 2ull << 30;
+  // Device memory the cuda_ipc streams may hold on each GPU at once: their
+  // rings of device slots and staging buffers.
+  uint64_t device_memory_budget = 2ull << 30;
   OnCorrupt on_corrupt = OnCorrupt::kSkip;
   Limits limits;
   SharingOptions sharing;

@@ -108,6 +108,9 @@ struct TransportEnv {
   uint32_t unix_mode = 0660;
   // The group also let in; < 0: only the daemon's uid (and root).
   int64_t unix_group = -1;
+  // Device memory cuda_ipc streams may hold on each GPU
+  // (device_memory_budget).
+  uint64_t device_memory_budget = 2ull << 30;
 };
 
 class Transport {

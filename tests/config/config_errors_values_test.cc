@@ -26,6 +26,14 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:3:16: memory_budget: expected a size like 2GiB, got "
             "'lots'");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+device_memory_budget: 2 GPUs
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:23: device_memory_budget: expected a size like "
+            "2GiB, got '2 GPUs'");
 }
 
 TEST_F(ConfigErrorTest, ZeroSizeIsRejected) {

@@ -142,10 +142,23 @@ pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(options->listen.unix_mode, 0660u);
   EXPECT_EQ(options->workers, 0);
   EXPECT_EQ(options->memory_budget, 2ull << 30);
+  EXPECT_EQ(options->device_memory_budget, 2ull << 30);
   EXPECT_EQ(options->on_corrupt, OnCorrupt::kSkip);
   EXPECT_EQ(options->limits.max_batch_size, defaults.limits.max_batch_size);
   EXPECT_EQ(options->limits.max_batch_bytes, defaults.limits.max_batch_bytes);
   EXPECT_FALSE(options->metrics.enabled);
+}
+
+TEST_F(ConfigLoaderTest, DeviceMemoryBudgetIsASizePerGpu) {
+  dir_.MakeDir("train");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {tcp: "[::1]:0"}
+device_memory_budget: 6GiB
+datasets: {train: {path: train}}
+pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->device_memory_budget, 6ull << 30);
 }
 
 TEST_F(ConfigLoaderTest, RelativeDatasetPathResolvesAgainstConfigDirectory) {

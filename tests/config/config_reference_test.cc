@@ -27,7 +27,7 @@ using ::testing::StartsWith;
 TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(AllowedKeys(""),
               ElementsAre("listen", "workers", "prefetch", "memory_budget",
-                          "on_corrupt", "limits", "sharing", "jobs", "metrics",
+                          "device_memory_budget", "on_corrupt", "limits", "sharing", "jobs", "metrics",
                           "datasets",
                           "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
@@ -67,6 +67,10 @@ TEST(ConfigReferenceTest, HasARowForEveryKeyWithADefault) {
 TEST(ConfigReferenceTest, PrintsDefaultsFromServerOptions) {
   const std::string reference = ConfigReference();
   EXPECT_THAT(reference, HasSubstr("| `memory_budget` | size | 2GiB |"));
+  EXPECT_THAT(reference,
+              HasSubstr("| `device_memory_budget` | size | 2GiB | Bytes of "
+                        "GPU memory the cuda_ipc streams may hold on each "
+                        "GPU"));
   EXPECT_THAT(reference, HasSubstr("| `workers` | `auto` or 1..1024 | auto |"));
   EXPECT_THAT(reference,
               HasSubstr("| `limits.max_batch_bytes` | size | 1GiB |"));

@@ -37,15 +37,6 @@ TEST(TransportsTest, ShmWithoutAUnixSocketIsRefusedSayingWhy) {
   EXPECT_TRUE(transports.Find(v1::TRANSPORT_GRPC).ok());
 }
 
-TEST(TransportsTest, ATransportNotBuiltInIsAFailedPrecondition) {
-  Transports transports(TransportEnv{});
-  auto cuda = transports.Find(v1::TRANSPORT_CUDA_IPC);
-  ASSERT_TRUE(absl::IsFailedPrecondition(cuda.status())) << cuda.status();
-  EXPECT_THAT(cuda.status().message(),
-              HasSubstr("no cuda_ipc transport"));
-  EXPECT_THAT(cuda.status().message(), HasSubstr("grpc (1), shm (2)"));
-}
-
 TEST(TransportsTest, AnUnknownNumberIsAnInvalidArgument) {
   Transports transports(TransportEnv{});
   auto unknown = transports.Find(static_cast<v1::Transport>(42));

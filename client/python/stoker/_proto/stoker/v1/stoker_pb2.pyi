@@ -4,6 +4,9 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+CUDA_HANDLE_LEGACY_IPC: CudaHandleKind
+CUDA_HANDLE_UNSPECIFIED: CudaHandleKind
+CUDA_HANDLE_VMM_POSIX_FD: CudaHandleKind
 DESCRIPTOR: _descriptor.FileDescriptor
 DTYPE_FLOAT16: DType
 DTYPE_FLOAT32: DType
@@ -52,6 +55,26 @@ class Batch(_message.Message):
     step: int
     tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., in_shared_ring: bool = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class CudaIpcRing(_message.Message):
+    __slots__ = ["fd_socket", "gpu_uuid", "handle_kind", "legacy_handle", "ring_bytes", "slot_bytes", "slots", "token"]
+    FD_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    GPU_UUID_FIELD_NUMBER: _ClassVar[int]
+    HANDLE_KIND_FIELD_NUMBER: _ClassVar[int]
+    LEGACY_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    RING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    fd_socket: str
+    gpu_uuid: str
+    handle_kind: CudaHandleKind
+    legacy_handle: bytes
+    ring_bytes: int
+    slot_bytes: int
+    slots: int
+    token: bytes
+    def __init__(self, gpu_uuid: _Optional[str] = ..., handle_kind: _Optional[_Union[CudaHandleKind, str]] = ..., fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ..., ring_bytes: _Optional[int] = ..., legacy_handle: _Optional[bytes] = ...) -> None: ...
 
 class DaemonStats(_message.Message):
     __slots__ = ["datasets", "errors", "labels", "latency_bounds_seconds", "memory", "open_streams", "pool", "storage", "streams", "uptime_seconds"]
@@ -309,8 +332,9 @@ class StorageStats(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
 
 class StreamHeader(_message.Message):
-    __slots__ = ["ack_list", "notices", "num_samples", "outputs", "prefetch", "samples_per_epoch", "share_refused", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
+    __slots__ = ["ack_list", "cuda_ipc", "notices", "num_samples", "outputs", "prefetch", "samples_per_epoch", "share_refused", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
     ACK_LIST_FIELD_NUMBER: _ClassVar[int]
+    CUDA_IPC_FIELD_NUMBER: _ClassVar[int]
     NOTICES_FIELD_NUMBER: _ClassVar[int]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
@@ -324,6 +348,7 @@ class StreamHeader(_message.Message):
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     ack_list: bool
+    cuda_ipc: CudaIpcRing
     notices: NoticeSocket
     num_samples: int
     outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
@@ -336,7 +361,7 @@ class StreamHeader(_message.Message):
     start: Position
     steps_per_epoch: int
     transport: Transport
-    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ..., notices: _Optional[_Union[NoticeSocket, _Mapping]] = ..., share_refused: _Optional[str] = ...) -> None: ...
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ..., notices: _Optional[_Union[NoticeSocket, _Mapping]] = ..., share_refused: _Optional[str] = ..., cuda_ipc: _Optional[_Union[CudaIpcRing, _Mapping]] = ...) -> None: ...
 
 class StreamRequest(_message.Message):
     __slots__ = ["ack", "acks", "open"]
@@ -441,4 +466,7 @@ class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class CudaHandleKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
