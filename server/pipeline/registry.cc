@@ -59,7 +59,9 @@ absl::StatusOr<ArgValue> Canonical(ArgType type, const ArgValue& value) {
         return ArgValue(std::vector<double>{*d});
       }
       const auto* list = std::get_if<std::vector<double>>(&value);
-      if (list == nullptr || list->size() != 2) return mismatch();
+      if (list == nullptr || list->empty() || list->size() > 2) {
+        return mismatch();
+      }
       return value;
     }
   }

@@ -28,8 +28,7 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(AllowedKeys(""),
               ElementsAre("listen", "workers", "prefetch", "memory_budget",
                           "on_corrupt", "limits", "sharing", "jobs", "metrics",
-                          "datasets",
-                          "pipelines"));
+                          "datasets", "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
               ElementsAre("unix", "tcp", "unix_mode", "unix_group", "tls",
                           "insecure_remote"));
@@ -136,9 +135,9 @@ TEST(ConfigReferenceTest, ListsEachOpsKindArgumentsRangesAndExample) {
   }
 }
 
-// The pipeline an op's example is tried in: decode ops first, format ops
-// after the geometry, so that Create accepts it; empty for kinds that no
-// pipeline can run yet.
+// The pipeline an op's example is tried in: decode ops first, pixel and
+// format ops after the geometry, so that Create accepts it; empty for kinds
+// that no pipeline can run yet.
 std::string PipelineAround(const pipeline::OpDef& def) {
   const std::string step = absl::StrCat("    - ", def.example, "\n");
   switch (def.kind) {
@@ -147,6 +146,7 @@ std::string PipelineAround(const pipeline::OpDef& def) {
     case pipeline::OpKind::kGeometry:
       return absl::StrCat("    - decode_jpeg\n", step,
                           "    - center_crop: {size: 8}\n");
+    case pipeline::OpKind::kPixel:
     case pipeline::OpKind::kFormat:
       return absl::StrCat("    - decode_jpeg\n    - center_crop: {size: 8}\n",
                           step);

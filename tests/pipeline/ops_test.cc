@@ -77,6 +77,38 @@ TEST(OpArgsTest, EveryOpRejectsBadValuesByName) {
   ExpectInvalid("decode_jpeg", {{"fast", true}}, "fast");
 }
 
+TEST(OpArgsTest, EveryPixelOpRejectsBadValuesByName) {
+  ExpectInvalid("color_jitter", {{"brightness", -0.1}}, "brightness");
+  ExpectInvalid("color_jitter", {{"contrast", Floats{1.5, 0.5}}}, "contrast");
+  ExpectInvalid("color_jitter", {{"saturation", Floats{0.5, 1, 2}}},
+                "saturation");
+  ExpectInvalid("color_jitter", {{"hue", 0.6}}, "hue");
+  ExpectInvalid("color_jitter", {{"hue", Floats{-0.6, 0.1}}}, "hue");
+  ExpectInvalid("color_jitter", {{"p", 1.5}}, "p");
+  ExpectInvalid("random_grayscale", {{"p", -1.0}}, "p");
+  ExpectInvalid("solarize", {}, "threshold");
+  ExpectInvalid("solarize", {{"threshold", 300.0}}, "threshold");
+  ExpectInvalid("posterize", {{"bits", int64_t{9}}}, "bits");
+  ExpectInvalid("posterize", {{"bits", 2.5}}, "bits");
+  ExpectInvalid("equalize", {{"p", 2.0}}, "p");
+  ExpectInvalid("autocontrast", {{"p", std::string("x")}}, "p");
+  ExpectInvalid("adjust_sharpness", {{"sharpness_factor", -1.0}},
+                "sharpness_factor");
+  ExpectInvalid("gaussian_blur", {{"kernel_size", int64_t{4}}}, "kernel_size");
+  ExpectInvalid("gaussian_blur", {}, "kernel_size");
+  ExpectInvalid("gaussian_blur",
+                {{"kernel_size", int64_t{5}}, {"sigma", Floats{2, 1}}},
+                "sigma");
+  ExpectInvalid("gaussian_blur", {{"kernel_size", int64_t{5}}, {"sigma", 0.0}},
+                "sigma");
+  EXPECT_THAT(
+      MakeOp("color_jitter", {{"brightness", 0.4}, {"hue", Floats{-0.5, 0.5}}}),
+      IsOk());
+  EXPECT_THAT(
+      MakeOp("gaussian_blur", {{"kernel_size", Floats{3, 9}}, {"sigma", 1.5}}),
+      IsOk());
+}
+
 TEST(OpArgsTest, NormalizeRejectsNonPositiveStdAndMeanOnUint8) {
   EXPECT_THAT(MakeOp("normalize",
                      {{"mean", Floats{0, 0, 0}}, {"std", Floats{1, 0, 1}}}),
