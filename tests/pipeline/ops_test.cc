@@ -83,6 +83,7 @@ TEST(OpArgsTest, EveryPixelOpRejectsBadValuesByName) {
   ExpectInvalid("color_jitter", {{"saturation", Floats{0.5, 1, 2}}},
                 "saturation");
   ExpectInvalid("color_jitter", {{"hue", 0.6}}, "hue");
+  ExpectInvalid("color_jitter", {{"hue", -0.1}}, "hue");
   ExpectInvalid("color_jitter", {{"hue", Floats{-0.6, 0.1}}}, "hue");
   ExpectInvalid("color_jitter", {{"p", 1.5}}, "p");
   ExpectInvalid("random_grayscale", {{"p", -1.0}}, "p");

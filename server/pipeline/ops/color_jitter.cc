@@ -79,7 +79,7 @@ absl::StatusOr<Range> ReadRange(const OpArgs& args, Adjustment a) {
   const double center = a == kHue ? 0.0 : 1.0;
   std::array<double, 2> range;
   if (v.size() == 1) {
-    if (a == kHue && v[0] > 0.5) {
+    if (a == kHue && !(v[0] >= 0 && v[0] <= 0.5)) {
       return absl::InvalidArgumentError(
           absl::StrCat("op 'color_jitter': argument 'hue' as one number must "
                        "be in [0, 0.5], not ",
