@@ -19,6 +19,43 @@ using pipeline::ArgValue;
 using pipeline::OpArgs;
 using pipeline::OpDef;
 
+// Reads `node` as one value or a pair [a, b], each read by `parse`, into a
+// list of 1 or 2; reports and returns nullopt on a mismatch.
+template <typename Parse>
+std::optional<ArgValue> ReadOneOrPair(const ArgSpec& spec,
+                                      const YAML::Node& node,
+                                      const YAML::Mark& mark,
+                                      absl::string_view what, Diagnostics& diag,
+                                      Parse parse) {
+  const auto mismatch = [&](const YAML::Mark& at, const YAML::Node& got) {
+    diag.Error(at,
+               absl::StrCat(what, ": expected ", ArgTypeExpectation(spec.type),
+                            ", got ", Describe(got)));
+    return std::nullopt;
+  };
+  if (node.IsScalar()) {
+    if (std::optional<double> value = parse(node.Scalar())) {
+      return std::vector<double>{*value};
+    }
+    return mismatch(mark, node);
+  }
+  if (!node.IsSequence()) return mismatch(mark, node);
+  if (node.size() != 2) {
+    diag.Error(mark,
+               absl::StrCat(what, ": expected ", ArgTypeExpectation(spec.type),
+                            ", got a list of ", node.size()));
+    return std::nullopt;
+  }
+  std::vector<double> values;
+  for (const YAML::Node& element : node) {
+    std::optional<double> value;
+    if (element.IsScalar()) value = parse(element.Scalar());
+    if (!value) return mismatch(MarkOf(element, mark), element);
+    values.push_back(*value);
+  }
+  return values;
+}
+
 // Reads `node` as a value of `spec.type`; reports and returns nullopt on a
 // mismatch. `what` names the argument in messages.
 std::optional<ArgValue> ReadTypedValue(const ArgSpec& spec,
@@ -70,28 +107,14 @@ std::optional<ArgValue> ReadTypedValue(const ArgSpec& spec,
     case ArgType::kIntOrPair: {
       // A single integer n is stored as [n]; what it means (resize: the
       // shorter side; a crop: n x n) is the op's business.
-      if (scalar) {
-        if (std::optional<int64_t> value = ParseInt(node.Scalar())) {
-          return std::vector<double>{static_cast<double>(*value)};
-        }
-        return mismatch(mark, node);
-      }
-      if (!node.IsSequence()) return mismatch(mark, node);
-      if (node.size() != 2) {
-        diag.Error(mark, absl::StrCat(what, ": expected ",
-                                      ArgTypeExpectation(spec.type),
-                                      ", got a list of ", node.size()));
+      const auto parse = [](const std::string& text) -> std::optional<double> {
+        if (std::optional<int64_t> value = ParseInt(text)) return *value;
         return std::nullopt;
-      }
-      std::vector<double> values;
-      for (const YAML::Node& element : node) {
-        std::optional<int64_t> value;
-        if (element.IsScalar()) value = ParseInt(element.Scalar());
-        if (!value) return mismatch(MarkOf(element, mark), element);
-        values.push_back(static_cast<double>(*value));
-      }
-      return values;
+      };
+      return ReadOneOrPair(spec, node, mark, what, diag, parse);
     }
+    case ArgType::kFloatOrPair:
+      return ReadOneOrPair(spec, node, mark, what, diag, ParseNumber);
   }
   return mismatch(mark, node);
 }
@@ -270,6 +293,8 @@ std::string ArgTypeExpectation(pipeline::ArgType type) {
       return "a list of numbers like [0.5, 0.5, 0.5]";
     case ArgType::kIntOrPair:
       return "an integer or a pair [height, width]";
+    case ArgType::kFloatOrPair:
+      return "a number or a pair [lo, hi]";
   }
   return "a value";
 }

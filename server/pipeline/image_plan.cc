@@ -122,23 +122,23 @@ RenderPlan PlanRender(int source_width, int source_height, const View& view,
   return plan;
 }
 
-absl::Status RenderImage(const View& view, const PixelConverter& converter,
-                         ImageDecoder* decoder, uint8_t* dst,
-                         StageTimes* times) {
+absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
+                                       uint8_t* dst, RenderBuffers* buffers,
+                                       StageTimes* times) {
   KeepOpenCvOnCallingThread();
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
   const RenderPlan plan =
       PlanRender(decoder->width(), decoder->height(), view, decoder->scales());
-  DecodedWindow decoded;
   cv::Mat window;
   if (!plan.empty()) {
+    DecodedWindow& decoded = buffers->decoded;
     if (absl::Status s =
             decoder->DecodeWindow(plan.scale, plan.window, &decoded);
         !s.ok()) {
       return s;
     }
     window = cv::Mat(decoded.height, decoded.width, CV_8UC3,
-                     const_cast<uint8_t*>(decoded.data()), decoded.stride);
+                     decoded.mutable_data(), decoded.stride);
   }
   const int64_t decoded_ns = times != nullptr ? NowNs() : 0;
 
@@ -156,56 +156,76 @@ absl::Status RenderImage(const View& view, const PixelConverter& converter,
   // decode, and 8.6% of train samples need it (docs/performance.md). The
   // columns or rows past the last whole group of k are dropped, which moves
   // that edge by less than one output pixel.
-  cv::Mat reduced;
   if (!window.empty()) {
     const int kx = std::max(1, window.cols / region.width);
     const int ky = std::max(1, window.rows / region.height);
     if ((kx > 1 || ky > 1) && kx * ky <= kMaxBoxArea) {
-      reduced.create(window.rows / ky, window.cols / kx, CV_8UC3);
+      const cv::Size size(window.cols / kx, window.rows / ky);
+      buffers->reduced.reset(new uint8_t[size.area() * 3]);
+      cv::Mat reduced(size, CV_8UC3, buffers->reduced.get());
       BoxReduce(window.data, window.step, window.cols, window.rows, kx, ky,
                 reduced.data, reduced.step);
       window = reduced;
     } else if (kx > 1 || ky > 1) {
+      buffers->reduced.reset(new uint8_t[region.area() * 3]);
+      cv::Mat reduced(region.size(), CV_8UC3, buffers->reduced.get());
       cv::resize(window, reduced, region.size(), 0, 0, cv::INTER_AREA);
       window = reduced;
     }
   }
-  const auto resample = [&](cv::Mat target) {
+
+  cv::Mat out;
+  if (dst != nullptr) {
+    out = cv::Mat(out_size, CV_8UC3, dst);
+  } else if (!plan.padded && window.size() == out_size) {
+    out = window;  // Already the output size: nothing to resample.
+  } else {
+    buffers->resized.reset(new uint8_t[out_size.area() * 3]);
+    out = cv::Mat(out_size, CV_8UC3, buffers->resized.get());
+  }
+  if (plan.padded) out.setTo(cv::Scalar::all(0));
+  if (!plan.empty() && out.data != window.data) {
+    cv::Mat target = out(region);
     if (window.size() == target.size()) {
       window.copyTo(target);
     } else {
       cv::resize(window, target, target.size(), 0, 0, cv::INTER_LINEAR);
     }
-  };
-
-  if (converter.is_passthrough() && !plan.padded) {
-    // The output is the resized RGB image itself: resize straight into it.
-    cv::Mat out(out_size, CV_8UC3, dst);
-    resample(out);
-    if (view.flip) cv::flip(out, out, 1);
-    if (times != nullptr) {
-      times->decode_ns += decoded_ns - start_ns;
-      times->augment_ns += NowNs() - decoded_ns;
-    }
-    return absl::OkStatus();
   }
-
-  cv::Mat resized;
-  if (!plan.padded && window.size() == out_size) {
-    resized = window;  // Already the output size: convert from the window.
-  } else {
-    resized = plan.padded ? cv::Mat(out_size, CV_8UC3, cv::Scalar::all(0))
-                          : cv::Mat(out_size, CV_8UC3);
-    if (!plan.empty()) resample(resized(region));
-  }
-  const int64_t resized_ns = times != nullptr ? NowNs() : 0;
-  converter.Convert(resized.data, resized.step, view.out_width, view.out_height,
-                    view.flip, dst);
   if (times != nullptr) {
     times->decode_ns += decoded_ns - start_ns;
-    times->augment_ns += resized_ns - decoded_ns;
-    times->collate_ns += NowNs() - resized_ns;
+    times->augment_ns += NowNs() - decoded_ns;
   }
+  return ImageBuffer{out.data, out.step, out.cols, out.rows, 3};
+}
+
+void MirrorInPlace(const ImageBuffer& image) {
+  cv::Mat mat(image.height, image.width, CV_8UC3, image.data, image.stride);
+  cv::flip(mat, mat, 1);
+}
+
+void WriteRendered(const ImageBuffer& image, bool flip,
+                   const PixelConverter& converter, uint8_t* dst,
+                   StageTimes* times) {
+  const int64_t start_ns = times != nullptr ? NowNs() : 0;
+  if (image.data == dst) {
+    if (flip) MirrorInPlace(image);
+  } else {
+    converter.Convert(image.data, image.stride, image.width, image.height, flip,
+                      dst);
+  }
+  if (times != nullptr) times->collate_ns += NowNs() - start_ns;
+}
+
+absl::Status RenderImage(const View& view, const PixelConverter& converter,
+                         ImageDecoder* decoder, uint8_t* dst,
+                         StageTimes* times) {
+  RenderBuffers buffers;
+  absl::StatusOr<ImageBuffer> image =
+      RenderView(view, decoder, converter.is_passthrough() ? dst : nullptr,
+                 &buffers, times);
+  if (!image.ok()) return image.status();
+  WriteRendered(*image, view.flip, converter, dst, times);
   return absl::OkStatus();
 }
 

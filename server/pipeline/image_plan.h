@@ -1,16 +1,19 @@
 // The planned geometry of one sample's image, and its one-shot execution.
 //
 // Geometry ops do not touch pixels: they edit a View, a rectangle in source
-// pixels plus an output size and a flip flag. Once every op has run,
-// RenderImage executes the view in one pass: it decodes only the part of
-// the image under the rectangle (for JPEG only its blocks), at the smallest
-// scale M/8 the decoder offers (JPEG's DCT scales: M in 1, 2, 4, 8; PNG: 8)
-// that still has at least as many pixels as the output, box-averages an
-// axis that would still shrink 2x or more (BoxReduce), resizes that window
-// to the output size with OpenCV's INTER_LINEAR, and converts it (flip,
-// dtype, layout) straight into the destination. Besides the destination,
-// the only buffers are the decoded window, the box-averaged one where
-// needed and, when the output is not plain uint8 HWC, the resized image.
+// pixels plus an output size and a flip flag. Once every geometry op has
+// run, the view is rendered in one pass, in steps so that pixel ops can run
+// between them: PlanRender picks the part of the image under the rectangle
+// and the smallest scale M/8 the decoder offers (JPEG's DCT scales: M in 1,
+// 2, 4, 8; PNG: 8) that still has at least as many pixels as the output;
+// RenderView decodes only that window (for JPEG only its blocks),
+// box-averages an axis that would still shrink 2x or more (BoxReduce) and
+// resizes it to the output size with OpenCV's INTER_LINEAR; WriteRendered
+// converts it (flip, dtype, layout) into the destination. Besides the
+// destination, the only buffers are the decoded window, the box-averaged
+// one where needed and, when the output is not plain uint8 HWC, the resized
+// image (none when the window already has the output size). A uint8 HWC
+// output is rendered straight into the destination, and flipped there.
 //
 // Precision: the rectangle is placed in the scaled image to the nearest
 // scaled pixel, so its edges may move by up to half a scaled pixel, which is
@@ -19,14 +22,17 @@
 // torchvision pads a center_crop larger than the image.
 //
 // Thread-safety: plain values and functions of their arguments; the
-// decoder passed to RenderImage belongs to the calling thread.
+// decoder and buffers passed in belong to the calling thread.
 #ifndef STOKER_SERVER_PIPELINE_IMAGE_PLAN_H_
 #define STOKER_SERVER_PIPELINE_IMAGE_PLAN_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/pipeline/decoders/image_decoder.h"
+#include "server/pipeline/image_buffer.h"
 #include "server/pipeline/pixel_convert.h"
 
 namespace stoker::pipeline {
@@ -54,7 +60,7 @@ View FullView(int width, int height);
 // the new output size. The flip flag is kept.
 void CropView(int top, int left, int height, int width, View* view);
 
-// How RenderImage executes a view of a source_width x source_height image.
+// How RenderView executes a view of a source_width x source_height image.
 struct RenderPlan {
   // Part of the output that the image covers; the rest is padding. Empty
   // (x1 <= x0 or y1 <= y0) when the rectangle misses the image.
@@ -70,9 +76,40 @@ struct RenderPlan {
 RenderPlan PlanRender(int source_width, int source_height, const View& view,
                       ScaleSet scales = ScaleSet::Dct());
 
-// Decodes, resizes and converts `view` of the image whose header `decoder`
-// has read, into `dst` (ImageShape(converter.format(), out_height,
-// out_width) elements). Adds its stage times to *times when not null.
+// The buffers behind one field's rendered image (RenderView). They live on
+// the worker's stack for the sample's run, so that the image a pixel op
+// works on stays valid until it is written out.
+struct RenderBuffers {
+  DecodedWindow decoded;
+  std::unique_ptr<uint8_t[]> reduced;  // The box-averaged window.
+  std::unique_ptr<uint8_t[]> resized;  // The output-size image.
+};
+
+// Decodes `view` of the image whose header `decoder` has read and resamples
+// it to the output size, uint8 RGB, with the rectangle's outside zero.
+// Into `dst` (rows packed, 3 * out_width bytes apart) when it is not null;
+// else into `buffers`: the decoded window itself when it already has the
+// output size, else a new output-size buffer. Returns where the image is.
+// Adds decode and augment times to *times when not null. DataLoss when the
+// image is undecodable.
+// REQUIRES: decoder->ReadHeader succeeded and nothing else was decoded.
+absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
+                                       uint8_t* dst, RenderBuffers* buffers,
+                                       StageTimes* times);
+
+// Mirrors `image` left-right in place.
+void MirrorInPlace(const ImageBuffer& image);
+
+// Writes `image` (from RenderView) into `dst` through `converter`, mirrored
+// when `flip`. When `image` is `dst` itself (RenderView into dst, for a
+// passthrough converter), only mirrors it in place. Adds collate time.
+void WriteRendered(const ImageBuffer& image, bool flip,
+                   const PixelConverter& converter, uint8_t* dst,
+                   StageTimes* times);
+
+// RenderView, then WriteRendered with the view's flip: `view` of the image
+// into `dst` (ImageShape(converter.format(), out_height, out_width)
+// elements), through a temporary only where the output is not uint8 HWC.
 // DataLoss when the image is undecodable.
 // REQUIRES: decoder->ReadHeader succeeded and nothing else was decoded.
 absl::Status RenderImage(const View& view, const PixelConverter& converter,

@@ -1,27 +1,34 @@
 #include "server/pipeline/op.h"
 
-#include "absl/strings/str_cat.h"
-
 namespace stoker::pipeline {
 
-absl::StatusOr<std::vector<int>> ParseSizeArg(absl::string_view op,
-                                              absl::string_view arg,
-                                              const OpArgs& args) {
-  const auto* values = FindArg<std::vector<double>>(args, std::string(arg));
-  if (values == nullptr || values->empty() || values->size() > 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "op '", op, "': argument '", arg, "' must be an int or [h, w]"));
+std::string_view OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kDecode:
+      return "decode";
+    case OpKind::kFields:
+      return "fields";
+    case OpKind::kGeometry:
+      return "geometry";
+    case OpKind::kPixel:
+      return "pixel";
+    case OpKind::kFormat:
+      return "format";
+    case OpKind::kTensor:
+      return "tensor";
+    case OpKind::kBatch:
+      return "batch";
   }
-  std::vector<int> sizes;
-  for (double v : *values) {
-    if (!(v >= 1 && v <= kMaxImageSide) || v != static_cast<int>(v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("op '", op, "': argument '", arg, "' must hold whole ",
-                       "numbers in [1, ", kMaxImageSide, "], not ", v));
-    }
-    sizes.push_back(static_cast<int>(v));
-  }
-  return sizes;
+  return "unknown";
+}
+
+OpKind KindOf(const AnyOp& op) {
+  // Indexed by the alternatives of AnyOp, in order.
+  static constexpr OpKind kKinds[] = {OpKind::kDecode, OpKind::kGeometry,
+                                      OpKind::kPixel, OpKind::kFormat,
+                                      OpKind::kTensor};
+  static_assert(std::size(kKinds) == std::variant_size_v<AnyOp>);
+  return kKinds[op.index()];
 }
 
 }  // namespace stoker::pipeline

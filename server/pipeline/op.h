@@ -1,44 +1,58 @@
-// Op: one step of a pipeline, as named in the config.
+// The ops of a pipeline: one interface per kind of op, and AnyOp, the
+// variant an op's factory (registry.h) returns.
 //
-// Ops do not touch pixels. Each edits the plan of one sample (ImageState):
-// decode_image reads the header, geometry ops edit the View, format ops set
-// the OutputFormat. BoundPipeline then executes the plan once, in
-// RenderImage. Ops come from the registry (registry.h); each lives in one
-// file in ops/ with one registration line.
+// A sample runs its ops kind by kind, in config order:
+//   decode    decode_image: which record field holds the image. The
+//             pipeline reads that image's header; no pixel is decoded yet.
+//   geometry  crop, resize, flip: edit the sample's View (image_plan.h), a
+//             plan shared by its spatial fields. Still nothing is decoded.
+//   pixel     colour and the like: work in place on the rendered image,
+//             which the pipeline decodes and resamples from the final View
+//             once, after the last geometry op (image_plan.h).
+//   format    normalize, layout: set how the image is written into the
+//             batch. They do not depend on the sample, so they run once,
+//             when the pipeline is created.
+//   tensor    work on the written output, in its dtype and layout.
+// The alternative an AnyOp holds is the op's kind, so the pipeline knows
+// what an op is without a downcast. Each op lives in one file in ops/ with
+// one registration line.
 //
-// Thread-safety: an Op is immutable after its factory returns. Apply is
+// Thread-safety: ops are immutable after their factory returns. Apply is
 // const and may run on many threads at once; its randomness comes only from
 // the SampleRng it is handed. Ops never start threads.
 #ifndef STOKER_SERVER_PIPELINE_OP_H_
 #define STOKER_SERVER_PIPELINE_OP_H_
 
+#include <memory>
+#include <string>
 #include <string_view>
-#include <vector>
+#include <variant>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "server/pipeline/decoders/decoder_set.h"
+#include "server/pipeline/image_buffer.h"
 #include "server/pipeline/image_plan.h"
 #include "server/pipeline/pixel_convert.h"
-#include "server/pipeline/registry.h"
 #include "server/pipeline/sample_rng.h"
+#include "server/pipeline/tensor.h"
 
 namespace stoker::pipeline {
 
-// The plan of one sample's image while its ops run.
-struct ImageState {
-  std::string_view encoded;  // Encoded bytes; borrowed for the sample's run.
-  DecoderSet* decoders = nullptr;  // Borrowed for the sample's run.
-  // Set by decode_image from `decoders`, the header read; owned by them.
-  ImageDecoder* decoder = nullptr;
-  View view;
-  OutputFormat format;
+// What an op works on, which fixes where it may stand in a pipeline
+// (docs/pipeline-design.md §3.1): decode and field selection, then
+// geometry, pixel, format, tensor and batch ops, in that order. AnyOp holds
+// the kinds that ops exist for today.
+enum class OpKind {
+  kDecode,
+  kFields,
+  kGeometry,
+  kPixel,
+  kFormat,
+  kTensor,
+  kBatch,
 };
 
-// Where an op may stand in a pipeline: all decode ops, then all geometry
-// ops, then all format ops.
-enum class OpStage { kDecode, kGeometry, kFormat };
+// "decode", "fields", "geometry", "pixel", "format", "tensor", "batch".
+std::string_view OpKindName(OpKind kind);
 
 // What an op does to the output size, known before any image is seen.
 struct SizeEffect {
@@ -51,24 +65,88 @@ struct SizeEffect {
   int height = 0, width = 0;  // When kind is kFixes.
 };
 
-class Op {
- public:
-  virtual ~Op() = default;
-
-  virtual OpStage stage() const = 0;
-  virtual SizeEffect size_effect() const { return {}; }
-
-  // Edits `state` for one sample. DataLoss when the image is undecodable.
-  virtual absl::Status Apply(ImageState& state, SampleRng& rng) const = 0;
+// A decode op: the record field that holds an encoded image. The pipeline
+// picks the decoder by the bytes' content and points the View at the whole
+// image.
+struct DecodeSpec {
+  std::string field;
 };
 
-// The values of a size argument of type kIntOrPair: one (n) or two
-// ([height, width]). InvalidArgument naming the op and the argument unless
-// each is a whole number in [1, kMaxImageSide].
-inline constexpr int kMaxImageSide = 16384;
-absl::StatusOr<std::vector<int>> ParseSizeArg(absl::string_view op,
-                                              absl::string_view arg,
-                                              const OpArgs& args);
+class GeometryOp {
+ public:
+  virtual ~GeometryOp() = default;
+
+  virtual SizeEffect size_effect() const { return {}; }
+
+  // Edits the sample's view; `view` holds the image's size in source and
+  // output pixels as the ops before left it.
+  virtual absl::Status Apply(View& view, SampleRng& rng) const = 0;
+};
+
+// What a pixel op works on: the rendered, output-size image of the field it
+// is bound to, uint8 HWC. Borrowed for one Apply; the op may change every
+// pixel in place but not the size.
+class PixelTargets {
+ public:
+  explicit PixelTargets(const ImageBuffer& main) : main_(main) {}
+  const ImageBuffer& main() const { return main_; }
+
+ private:
+  ImageBuffer main_;
+};
+
+class PixelOp {
+ public:
+  virtual ~PixelOp() = default;
+
+  // Whether the op commutes with a horizontal flip. The flip of the view is
+  // applied as the image is written out (free there); before an op that
+  // does not commute with it (anything positional) the pipeline mirrors the
+  // image first, so the op sees what torchvision's would after the flip.
+  virtual bool flip_invariant() const { return true; }
+
+  virtual absl::Status Apply(const PixelTargets& targets,
+                             SampleRng& rng) const = 0;
+};
+
+class FormatOp {
+ public:
+  virtual ~FormatOp() = default;
+
+  // Sets its part of the output format; the same for every sample.
+  virtual void Apply(OutputFormat& format) const = 0;
+};
+
+// One sample's written image output: `height` x `width` x `channels`
+// elements of `dtype` in `layout`, at `data`. Borrowed for one Apply.
+struct TensorRef {
+  uint8_t* data = nullptr;
+  DType dtype = DType::kUint8;
+  Layout layout = Layout::kHwc;
+  int height = 0, width = 0, channels = 3;
+};
+
+class TensorOp {
+ public:
+  virtual ~TensorOp() = default;
+
+  // Whether the op can work on outputs of `format`; the pipeline asks once,
+  // when it is created. InvalidArgument saying why not.
+  virtual absl::Status Check(const OutputFormat& format) const {
+    return absl::OkStatus();
+  }
+
+  virtual absl::Status Apply(const TensorRef& out, SampleRng& rng) const = 0;
+};
+
+// What an op's factory builds. The order of the alternatives is the order
+// of their kinds in a pipeline.
+using AnyOp = std::variant<DecodeSpec, std::unique_ptr<GeometryOp>,
+                           std::unique_ptr<PixelOp>, std::unique_ptr<FormatOp>,
+                           std::unique_ptr<TensorOp>>;
+
+// The kind of op `op` holds.
+OpKind KindOf(const AnyOp& op);
 
 }  // namespace stoker::pipeline
 

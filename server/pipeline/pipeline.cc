@@ -2,16 +2,40 @@
 
 #include <chrono>
 #include <cstring>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/memory/memory.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "server/pipeline/decoders/decoder_set.h"
+#include "server/pipeline/sample_state.h"
 
 namespace stoker::pipeline {
+
+// The per-sample ops of a pipeline by kind, each list in config order;
+// Create checks that the kinds come in this order, so running the lists one
+// after another runs the ops in config order. Format ops are not here: they
+// do not depend on the sample, and Create resolves them into the format.
+struct PipelineSteps {
+  // An op bound to the spatial field in `slot` (an index into decodes).
+  template <typename Op>
+  struct Bound {
+    std::unique_ptr<Op> op;
+    int slot = 0;
+  };
+
+  std::vector<DecodeSpec> decodes;
+  std::vector<std::unique_ptr<GeometryOp>> geometry;
+  std::vector<Bound<PixelOp>> pixel;
+  std::vector<Bound<TensorOp>> tensor;
+};
+
 namespace {
 
 int64_t NowNs() {
@@ -29,21 +53,6 @@ std::string OpContext(absl::string_view pipeline, size_t index,
       ": ");
 }
 
-// The stage an op of `kind` runs in, or nullopt for kinds this pipeline
-// cannot run yet (docs/pipeline-design.md §7, step 5b).
-std::optional<OpStage> StageOfKind(OpKind kind) {
-  switch (kind) {
-    case OpKind::kDecode:
-      return OpStage::kDecode;
-    case OpKind::kGeometry:
-      return OpStage::kGeometry;
-    case OpKind::kFormat:
-      return OpStage::kFormat;
-    default:
-      return std::nullopt;
-  }
-}
-
 // An InvalidArgument (or `code`) error caused by op `index`.
 absl::Status OpError(
     size_t index, std::string message,
@@ -53,18 +62,50 @@ absl::Status OpError(
   return status;
 }
 
-// Why `stage` cannot follow `previous` at `index`, or empty if it can.
-absl::string_view OrderProblem(size_t index, OpStage stage, OpStage previous) {
-  if (index == 0 && stage != OpStage::kDecode) {
+// How order errors name the ops of `kind`.
+absl::string_view KindPhrase(OpKind kind) {
+  switch (kind) {
+    case OpKind::kGeometry:
+      return "geometry ops";
+    case OpKind::kPixel:
+      return "pixel ops";
+    case OpKind::kFormat:
+      return "normalize and layout";
+    case OpKind::kTensor:
+      return "tensor ops";
+    default: {
+      const std::string_view name = OpKindName(kind);
+      return absl::string_view(name.data(), name.size());
+    }
+  }
+}
+
+// Why an op of `kind` cannot follow one of `previous` at `index`, or empty
+// if it can.
+std::string OrderProblem(size_t index, OpKind kind, OpKind previous) {
+  if (index == 0 && kind != OpKind::kDecode) {
     return "out of order: the first op must be decode_image";
   }
-  if (index > 0 && stage == OpStage::kDecode) {
+  if (index > 0 && kind == OpKind::kDecode) {
     return "out of order: decode_image must be the first op, and only once";
   }
-  if (stage < previous) {
-    return "out of order: geometry ops must come before normalize and layout";
+  if (kind >= previous) return "";
+  absl::string_view why;
+  if (previous == OpKind::kPixel) {
+    why = ", which work on the image rendered from the final geometry";
+  } else if (previous == OpKind::kTensor) {
+    why = ", which work on the written output";
   }
-  return {};
+  return absl::StrCat("out of order: ", KindPhrase(kind), " must come before ",
+                      KindPhrase(previous), why);
+}
+
+// The slot of the decode op that decodes `field`, or -1.
+int SlotOf(const std::vector<DecodeSpec>& decodes, const std::string& field) {
+  for (size_t i = 0; i < decodes.size(); ++i) {
+    if (decodes[i].field == field) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 }  // namespace
@@ -78,18 +119,17 @@ std::optional<size_t> FailedOpIndex(const absl::Status& status) {
   return index;
 }
 
-BoundPipeline::BoundPipeline(std::shared_ptr<const OpList> ops,
-                             size_t sample_ops, const OutputFormat& format,
+BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
+                             const OutputFormat& format,
                              int64_t max_decode_pixels, size_t num_fields,
-                             size_t image_field,
+                             std::vector<size_t> image_fields,
                              std::vector<size_t> int64_fields,
                              std::vector<TensorSpec> outputs)
-    : ops_(std::move(ops)),
-      sample_ops_(sample_ops),
+    : steps_(std::move(steps)),
       converter_(format),
       max_decode_pixels_(max_decode_pixels),
       num_fields_(num_fields),
-      image_field_(image_field),
+      image_fields_(std::move(image_fields)),
       int64_fields_(std::move(int64_fields)),
       outputs_(std::move(outputs)) {}
 
@@ -103,31 +143,75 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
                      " fields and ", outputs_.size(), " outputs"));
   }
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
+  const int num_images = static_cast<int>(image_fields_.size());
   DecoderSet decoders(max_decode_pixels_);
-  ImageState state;
-  state.encoded = fields[image_field_];
-  state.decoders = &decoders;
-  for (size_t i = 0; i < sample_ops_; ++i) {
-    if (absl::Status s = (*ops_)[i]->Apply(state, rng); !s.ok()) return s;
+  SampleState state(num_images);
+  for (int slot = 0; slot < num_images; ++slot) {
+    ImageField& field = state.field(slot);
+    field.encoded = fields[image_fields_[slot]];
+    absl::StatusOr<ImageDecoder*> decoder = decoders.Open(field.encoded);
+    if (!decoder.ok()) return decoder.status();
+    field.decoder = *decoder;
+    if (slot == 0) {
+      state.view() = FullView(field.decoder->width(), field.decoder->height());
+    }
   }
-  if (state.decoder == nullptr) {
-    // Create puts a decode op first, and it sets the decoder or fails.
-    return absl::InternalError("no decode op set a decoder");
+  for (const std::unique_ptr<GeometryOp>& op : steps_->geometry) {
+    if (absl::Status s = op->Apply(state.view(), rng); !s.ok()) return s;
   }
   // Sniffing and header parsing count as decode.
   if (times != nullptr) times->decode_ns += NowNs() - start_ns;
-  if (absl::Status s =
-          RenderImage(state.view, converter_, state.decoder, dst[0], times);
-      !s.ok()) {
-    return s;
+
+  const View& view = state.view();
+  absl::InlinedVector<RenderBuffers, 1> buffers(num_images);
+  for (int slot = 0; slot < num_images; ++slot) {
+    ImageField& field = state.field(slot);
+    // A uint8 HWC output is the rendered image itself: render into it.
+    absl::StatusOr<ImageBuffer> rendered = RenderView(
+        view, field.decoder, converter_.is_passthrough() ? dst[slot] : nullptr,
+        &buffers[slot], times);
+    if (!rendered.ok()) return rendered.status();
+    field.rendered = *rendered;
+    field.flip_pending = view.flip;
+  }
+  if (!steps_->pixel.empty()) {
+    const int64_t pixel_ns = times != nullptr ? NowNs() : 0;
+    for (const PipelineSteps::Bound<PixelOp>& step : steps_->pixel) {
+      ImageField& field = state.field(step.slot);
+      if (field.flip_pending && !step.op->flip_invariant()) {
+        MirrorInPlace(field.rendered);
+        field.flip_pending = false;
+      }
+      if (absl::Status s = step.op->Apply(PixelTargets(field.rendered), rng);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (times != nullptr) times->augment_ns += NowNs() - pixel_ns;
+  }
+  for (int slot = 0; slot < num_images; ++slot) {
+    const ImageField& field = state.field(slot);
+    WriteRendered(field.rendered, field.flip_pending, converter_, dst[slot],
+                  times);
+  }
+  if (!steps_->tensor.empty()) {
+    const int64_t tensor_ns = times != nullptr ? NowNs() : 0;
+    const OutputFormat& format = converter_.format();
+    for (const PipelineSteps::Bound<TensorOp>& step : steps_->tensor) {
+      const TensorRef out{dst[step.slot],  format.dtype,   format.layout,
+                          view.out_height, view.out_width, 3};
+      if (absl::Status s = step.op->Apply(out, rng); !s.ok()) return s;
+    }
+    if (times != nullptr) times->augment_ns += NowNs() - tensor_ns;
   }
 
   const int64_t labels_ns = times != nullptr ? NowNs() : 0;
   for (size_t i = 0; i < int64_fields_.size(); ++i) {
     const std::string_view field = fields[int64_fields_[i]];
+    const size_t output = num_images + i;
     if (field.size() != sizeof(int64_t)) {
       return absl::DataLossError(absl::StrCat("int64 field '",
-                                              outputs_[i + 1].name, "' has ",
+                                              outputs_[output].name, "' has ",
                                               field.size(), " bytes, not 8"));
     }
     // Little-endian in the record; native order in the output tensor.
@@ -135,20 +219,19 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
     for (int b = 7; b >= 0; --b) {
       value = (value << 8) | static_cast<uint8_t>(field[b]);
     }
-    std::memcpy(dst[i + 1], &value, sizeof(value));
+    std::memcpy(dst[output], &value, sizeof(value));
   }
   if (times != nullptr) times->collate_ns += NowNs() - labels_ns;
   return absl::OkStatus();
 }
 
 Pipeline::Pipeline(std::string name, std::vector<std::string> op_names,
-                   std::shared_ptr<const BoundPipeline::OpList> ops,
-                   size_t sample_ops, const OutputFormat& format,
-                   int out_height, int out_width, int64_t max_decode_pixels)
+                   std::shared_ptr<const PipelineSteps> steps,
+                   const OutputFormat& format, int out_height, int out_width,
+                   int64_t max_decode_pixels)
     : name_(std::move(name)),
       op_names_(std::move(op_names)),
-      ops_(std::move(ops)),
-      sample_ops_(sample_ops),
+      steps_(std::move(steps)),
       format_(format),
       out_height_(out_height),
       out_width_(out_width),
@@ -161,10 +244,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "pipeline '", name, "' has no ops; it must start with decode_image"));
   }
-  auto ops = std::make_shared<BoundPipeline::OpList>();
+  auto steps = std::make_shared<PipelineSteps>();
   std::vector<std::string> op_names;
-  OpStage previous = OpStage::kDecode;
+  OpKind previous = OpKind::kDecode;
   SizeEffect size;
+  OutputFormat format;
   for (size_t i = 0; i < configs.size(); ++i) {
     const OpConfig& config = configs[i];
     const std::string context = OpContext(name, i, config);
@@ -178,28 +262,61 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     if (!args.ok()) {
       return OpError(i, absl::StrCat(context, args.status().message()));
     }
-    absl::StatusOr<std::unique_ptr<Op>> op = def->factory(*args);
+    absl::StatusOr<AnyOp> op = def->factory(*args);
     if (!op.ok()) {
       return OpError(i, absl::StrCat(context, op.status().message()));
     }
-    const OpStage stage = (*op)->stage();
-    if (StageOfKind(def->kind) != stage) {
+    const OpKind kind = KindOf(*op);
+    if (kind != def->kind) {
       // The registration and the op disagree: a bug, not a config mistake.
-      const std::string_view kind = OpKindName(def->kind);
       return OpError(i,
                      absl::StrCat(context, "registered as a ",
-                                  absl::string_view(kind.data(), kind.size()),
-                                  " op, but the op it builds runs elsewhere"),
+                                  std::string(OpKindName(def->kind)),
+                                  " op, but its factory built a ",
+                                  std::string(OpKindName(kind)), " op"),
                      absl::StatusCode::kInternal);
     }
-    if (absl::string_view problem = OrderProblem(i, stage, previous);
+    if (const std::string problem = OrderProblem(i, kind, previous);
         !problem.empty()) {
       return OpError(i, absl::StrCat(context, problem));
     }
-    previous = stage;
-    const SizeEffect effect = (*op)->size_effect();
-    if (effect.kind != SizeEffect::kKeeps) size = effect;
-    ops->push_back(*std::move(op));
+    previous = kind;
+    // The spatial field a pixel or tensor op works on: one that a decode op
+    // before it decodes (Register made these ops bind a field).
+    int slot = 0;
+    if (kind == OpKind::kPixel || kind == OpKind::kTensor) {
+      const std::string& field = *FindArg<std::string>(*args, kFieldArg);
+      slot = SlotOf(steps->decodes, field);
+      if (slot < 0) {
+        return OpError(i, absl::StrCat(context, "field '", field,
+                                       "' is not decoded by any decode op"));
+      }
+    }
+    absl::Status status = std::visit(
+        [&](auto& alternative) -> absl::Status {
+          using T = std::decay_t<decltype(alternative)>;
+          if constexpr (std::is_same_v<T, DecodeSpec>) {
+            size = {SizeEffect::kVaries};
+            steps->decodes.push_back(std::move(alternative));
+          } else if constexpr (std::is_same_v<T, std::unique_ptr<GeometryOp>>) {
+            const SizeEffect effect = alternative->size_effect();
+            if (effect.kind != SizeEffect::kKeeps) size = effect;
+            steps->geometry.push_back(std::move(alternative));
+          } else if constexpr (std::is_same_v<T, std::unique_ptr<PixelOp>>) {
+            steps->pixel.push_back({std::move(alternative), slot});
+          } else if constexpr (std::is_same_v<T, std::unique_ptr<FormatOp>>) {
+            alternative->Apply(format);
+          } else {
+            // Format ops come before tensor ops, so `format` is final here.
+            if (absl::Status s = alternative->Check(format); !s.ok()) return s;
+            steps->tensor.push_back({std::move(alternative), slot});
+          }
+          return absl::OkStatus();
+        },
+        *op);
+    if (!status.ok()) {
+      return OpError(i, absl::StrCat(context, status.message()));
+    }
     op_names.push_back(config.name);
   }
   if (size.kind != SizeEffect::kFixes) {
@@ -208,57 +325,45 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
         "': the output size is not fixed; end the geometry ops with "
         "random_resized_crop, center_crop or resize [h, w]"));
   }
-
-  // Format ops do not depend on the sample: resolve them once, here.
-  size_t sample_ops = 0;
-  while (sample_ops < ops->size() &&
-         (*ops)[sample_ops]->stage() != OpStage::kFormat) {
-    ++sample_ops;
-  }
-  ImageState prototype;
-  SampleRng unused_rng(0, 0, 0);
-  for (size_t i = sample_ops; i < ops->size(); ++i) {
-    if (absl::Status s = (*ops)[i]->Apply(prototype, unused_rng); !s.ok()) {
-      return OpError(i,
-                     absl::StrCat(OpContext(name, i, configs[i]), s.message()));
-    }
-  }
-  if (absl::Status s = PixelConverter::Check(prototype.format); !s.ok()) {
+  if (absl::Status s = PixelConverter::Check(format); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("pipeline '", name, "': ", s.message()));
   }
-  return absl::WrapUnique(new Pipeline(
-      std::move(name), std::move(op_names), std::move(ops), sample_ops,
-      prototype.format, size.height, size.width, max_decode_pixels));
+  return absl::WrapUnique(new Pipeline(std::move(name), std::move(op_names),
+                                       std::move(steps), format, size.height,
+                                       size.width, max_decode_pixels));
 }
 
 absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     absl::Span<const InputField> schema) const {
-  size_t image_field = schema.size();
+  std::vector<size_t> image_fields;
+  std::vector<TensorSpec> outputs;
+  for (const DecodeSpec& decode : steps_->decodes) {
+    size_t index = schema.size();
+    for (size_t i = 0; i < schema.size(); ++i) {
+      if (!schema[i].is_int64 && schema[i].name == decode.field) index = i;
+    }
+    if (index == schema.size()) {
+      std::vector<absl::string_view> names;
+      for (const InputField& field : schema) names.push_back(field.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline '", name_, "' needs a bytes field named '", decode.field,
+          "'; the dataset has: ", absl::StrJoin(names, ", ")));
+    }
+    image_fields.push_back(index);
+    outputs.push_back({decode.field, format_.dtype,
+                       ImageShape(format_, out_height_, out_width_)});
+  }
   std::vector<size_t> int64_fields;
-  std::vector<TensorSpec> outputs(1);
   for (size_t i = 0; i < schema.size(); ++i) {
     if (schema[i].is_int64) {
       int64_fields.push_back(i);
       outputs.push_back({schema[i].name, DType::kInt64, {}});
-    } else if (schema[i].name == "image") {
-      image_field = i;
     }
   }
-  if (image_field == schema.size()) {
-    std::vector<absl::string_view> names;
-    for (const InputField& field : schema) names.push_back(field.name);
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline '", name_,
-                     "' needs a bytes field named 'image'; the "
-                     "dataset has: ",
-                     absl::StrJoin(names, ", ")));
-  }
-  outputs[0] = {"image", format_.dtype,
-                ImageShape(format_, out_height_, out_width_)};
   return absl::WrapUnique(new BoundPipeline(
-      ops_, sample_ops_, format_, max_decode_pixels_, schema.size(),
-      image_field, std::move(int64_fields), std::move(outputs)));
+      steps_, format_, max_decode_pixels_, schema.size(),
+      std::move(image_fields), std::move(int64_fields), std::move(outputs)));
 }
 
 }  // namespace stoker::pipeline

@@ -2,11 +2,18 @@
 // pipeline applied to one dataset's record schema, which turns a record's
 // fields into a sample's output tensors.
 //
-// Per sample, Run hands the decode and geometry ops the sample's plan and
-// generator, then renders the image once (image_plan.h) straight into the
-// caller's buffer, and copies each int64 field (a label) after it. Format
-// ops (normalize, layout) do not depend on the sample; Create resolves them
-// once.
+// Per sample, Run reads the image's header, hands the geometry ops the
+// sample's View and generator, renders the view once (image_plan.h), runs
+// the pixel ops on the rendered image, writes it into the caller's buffer,
+// runs the tensor ops there, and copies each int64 field (a label) after
+// it. Format ops (normalize, layout) do not depend on the sample; Create
+// resolves them once (op.h has the kinds of op).
+//
+// The rendered image lives where it costs no copy (docs/pipeline-design.md
+// §2.2): for a uint8 HWC output it is rendered straight into the caller's
+// buffer, and pixel ops work there; otherwise in the temporary the
+// conversion reads from anyway. The view's flip is applied as the image is
+// written, unless a pixel op that does not commute with it comes first.
 //
 // Example config and outputs:
 //   train: [decode_jpeg, {random_resized_crop: {size: 224}}, random_flip,
@@ -31,7 +38,6 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/pipeline/image_plan.h"
-#include "server/pipeline/jpeg_decoder.h"
 #include "server/pipeline/op.h"
 #include "server/pipeline/pixel_convert.h"
 #include "server/pipeline/registry.h"
@@ -39,6 +45,9 @@
 #include "server/pipeline/tensor.h"
 
 namespace stoker::pipeline {
+
+// The ops of a created pipeline, sorted by kind (pipeline.cc).
+struct PipelineSteps;
 
 // The Status payload, under this type URL, that Pipeline::Create puts on an
 // error caused by one op: the op's index in the config, in decimal.
@@ -64,8 +73,9 @@ struct InputField {
 
 class BoundPipeline {
  public:
-  // Per sample: "image", then each int64 field of the schema in order
-  // (shape {}).
+  // Per sample: the decoded image ("image" unless decode_image names
+  // another field), then each int64 field of the schema in order (shape
+  // {}).
   const std::vector<TensorSpec>& outputs() const { return outputs_; }
 
   // Turns one record's `fields` (in schema order) into the outputs: output
@@ -78,22 +88,21 @@ class BoundPipeline {
 
  private:
   friend class Pipeline;
-  using OpList = std::vector<std::unique_ptr<Op>>;
 
-  BoundPipeline(std::shared_ptr<const OpList> ops, size_t sample_ops,
+  BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
                 const OutputFormat& format, int64_t max_decode_pixels,
-                size_t num_fields, size_t image_field,
+                size_t num_fields, std::vector<size_t> image_fields,
                 std::vector<size_t> int64_fields,
                 std::vector<TensorSpec> outputs);
 
   // Shared with the Pipeline, so that a bound pipeline stays valid when
   // the config that made it is reloaded and the Pipeline destroyed.
-  const std::shared_ptr<const OpList> ops_;
-  const size_t sample_ops_;  // ops_[0, sample_ops_) run per sample.
+  const std::shared_ptr<const PipelineSteps> steps_;
   const PixelConverter converter_;
   const int64_t max_decode_pixels_;
   const size_t num_fields_;
-  const size_t image_field_;
+  // The record field of each decoded image, in decode op order.
+  const std::vector<size_t> image_fields_;
   const std::vector<size_t> int64_fields_;
   const std::vector<TensorSpec> outputs_;
 };
@@ -102,12 +111,13 @@ class Pipeline {
  public:
   // Builds the ops named in `ops` from OpRegistry::Global(). InvalidArgument
   // naming the pipeline, the op, its index and its line (when > 0) for an
-  // unknown op, bad arguments, an op out of order (decode_jpeg first, then
-  // geometry ops, then normalize/layout), or an output size that is not
-  // fixed (the geometry ops must end with random_resized_crop, center_crop
-  // or resize [h, w]). An image over `max_decode_pixels` (width x height,
-  // read from its header; limits.max_decode_pixels) is DataLoss.
-  // An error that one op causes carries that op's index in `ops` (see
+  // unknown op, bad arguments, an op out of order (decode_image first, then
+  // geometry, pixel, format (normalize, layout) and tensor ops), a pixel or
+  // tensor op bound to a field no decode op decodes, or an output size that
+  // is not fixed (the geometry ops must end with random_resized_crop,
+  // center_crop or resize [h, w]). An image over `max_decode_pixels` (width x
+  // height, read from its header; limits.max_decode_pixels) is DataLoss. An
+  // error that one op causes carries that op's index in `ops` (see
   // FailedOpIndex), so the config loader can point at the op.
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
       std::string name, const std::vector<OpConfig>& ops,
@@ -122,20 +132,20 @@ class Pipeline {
   int out_width() const { return out_width_; }
 
   // Applies the pipeline to records of `schema`; the image is the bytes
-  // field named "image". InvalidArgument when there is none.
+  // field that decode_image names ("image" by default). InvalidArgument
+  // when there is none.
   absl::StatusOr<std::unique_ptr<BoundPipeline>> Bind(
       absl::Span<const InputField> schema) const;
 
  private:
   Pipeline(std::string name, std::vector<std::string> op_names,
-           std::shared_ptr<const BoundPipeline::OpList> ops, size_t sample_ops,
+           std::shared_ptr<const PipelineSteps> steps,
            const OutputFormat& format, int out_height, int out_width,
            int64_t max_decode_pixels);
 
   const std::string name_;
   const std::vector<std::string> op_names_;
-  const std::shared_ptr<const BoundPipeline::OpList> ops_;
-  const size_t sample_ops_;
+  const std::shared_ptr<const PipelineSteps> steps_;
   const OutputFormat format_;
   const int out_height_, out_width_;
   const int64_t max_decode_pixels_;

@@ -51,6 +51,19 @@ absl::StatusOr<ArgValue> Canonical(ArgType type, const ArgValue& value) {
       }
       return value;
     }
+    case ArgType::kFloatOrPair: {
+      if (const auto* i = std::get_if<int64_t>(&value)) {
+        return ArgValue(std::vector<double>{static_cast<double>(*i)});
+      }
+      if (const auto* d = std::get_if<double>(&value)) {
+        return ArgValue(std::vector<double>{*d});
+      }
+      const auto* list = std::get_if<std::vector<double>>(&value);
+      if (list == nullptr || list->empty() || list->size() > 2) {
+        return mismatch();
+      }
+      return value;
+    }
   }
   return mismatch();
 }
@@ -84,7 +97,8 @@ bool HasRange(const ArgSpec& spec) {
 
 bool IsNumeric(ArgType type) {
   return type == ArgType::kInt || type == ArgType::kFloat ||
-         type == ArgType::kFloatList || type == ArgType::kIntOrPair;
+         type == ArgType::kFloatList || type == ArgType::kIntOrPair ||
+         type == ArgType::kFloatOrPair;
 }
 
 // A Register check of one argument's declaration; empty when it is sound.
@@ -142,26 +156,8 @@ std::string_view ArgTypeName(ArgType type) {
       return "float list";
     case ArgType::kIntOrPair:
       return "int or [h, w]";
-  }
-  return "unknown";
-}
-
-std::string_view OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kDecode:
-      return "decode";
-    case OpKind::kFields:
-      return "fields";
-    case OpKind::kGeometry:
-      return "geometry";
-    case OpKind::kPixel:
-      return "pixel";
-    case OpKind::kFormat:
-      return "format";
-    case OpKind::kTensor:
-      return "tensor";
-    case OpKind::kBatch:
-      return "batch";
+    case ArgType::kFloatOrPair:
+      return "float or [lo, hi]";
   }
   return "unknown";
 }
@@ -276,6 +272,11 @@ absl::Status OpRegistry::Register(OpDef def) {
   if (!IsOpName(def.name)) return invalid("name must match [a-z0-9_]+");
   if (!def.factory) return invalid("no factory");
   if (def.example.empty()) return invalid("no example");
+  if ((def.kind == OpKind::kPixel || def.kind == OpKind::kTensor) &&
+      !def.binds_field) {
+    return invalid(absl::StrCat("a ", std::string(OpKindName(def.kind)),
+                                " op works on a field; set binds_field"));
+  }
   if (def.binds_field) {
     for (const ArgSpec& arg : def.args) {
       if (arg.name == kFieldArg) {
@@ -375,6 +376,26 @@ absl::StatusOr<OpArgs> ResolveArgs(const OpDef& def, const OpArgs& given) {
     resolved[spec.name] = *std::move(value);
   }
   return resolved;
+}
+
+absl::StatusOr<std::vector<int>> ParseSizeArg(absl::string_view op,
+                                              absl::string_view arg,
+                                              const OpArgs& args) {
+  const auto* values = FindArg<std::vector<double>>(args, std::string(arg));
+  if (values == nullptr || values->empty() || values->size() > 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op '", op, "': argument '", arg, "' must be an int or [h, w]"));
+  }
+  std::vector<int> sizes;
+  for (double v : *values) {
+    if (!(v >= 1 && v <= kMaxImageSide) || v != static_cast<int>(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("op '", op, "': argument '", arg, "' must hold whole ",
+                       "numbers in [1, ", kMaxImageSide, "], not ", v));
+    }
+    sizes.push_back(static_cast<int>(v));
+  }
+  return sizes;
 }
 
 OpRegistrar::OpRegistrar(OpDef def) {

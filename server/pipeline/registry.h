@@ -27,11 +27,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "server/pipeline/op.h"
 
 namespace stoker::pipeline {
-
-class Op;
 
 using ArgValue =
     std::variant<bool, int64_t, double, std::string, std::vector<double>>;
@@ -41,28 +41,14 @@ enum class ArgType {
   kInt,
   kFloat,  // An int is accepted and stored as double.
   kString,
-  kFloatList,  // Ints in the list are stored as doubles.
-  kIntOrPair,  // n or [h, w]; stored as a vector<double> of 1 or 2 values.
+  kFloatList,    // Ints in the list are stored as doubles.
+  kIntOrPair,    // n or [h, w]; stored as a vector<double> of 1 or 2 values.
+  kFloatOrPair,  // x or [lo, hi]; stored as a vector<double> of 1 or 2.
 };
 
-// "bool", "int", "float", "string", "float list", "int or [h, w]".
+// "bool", "int", "float", "string", "float list", "int or [h, w]",
+// "float or [lo, hi]".
 std::string_view ArgTypeName(ArgType type);
-
-// What an op works on, which fixes where it may stand in a pipeline
-// (docs/pipeline-design.md §3.1): decode and field selection, then
-// geometry, pixel, format, tensor and batch ops, in that order.
-enum class OpKind {
-  kDecode,
-  kFields,
-  kGeometry,
-  kPixel,
-  kFormat,
-  kTensor,
-  kBatch,
-};
-
-// "decode", "fields", "geometry", "pixel", "format", "tensor", "batch".
-std::string_view OpKindName(OpKind kind);
 
 struct ArgSpec {
   std::string name;
@@ -71,7 +57,8 @@ struct ArgSpec {
   std::optional<ArgValue> default_value;  // Only for optional args.
   std::string doc;                        // One line.
   // Bounds on a number, or on each number of a list or pair (kInt, kFloat,
-  // kFloatList, kIntOrPair); inclusive unless marked exclusive.
+  // kFloatList, kIntOrPair, kFloatOrPair); inclusive unless marked
+  // exclusive.
   std::optional<double> min, max;
   bool min_exclusive = false;
   // The values a kString may take, in the order --help-config lists them;
@@ -135,7 +122,7 @@ struct OpDef {
   std::string scalar_arg;
   // Builds the op from resolved args (see ResolveArgs). InvalidArgument,
   // naming the op and the argument, for values out of range.
-  std::function<absl::StatusOr<std::unique_ptr<Op>>(const OpArgs&)> factory;
+  std::function<absl::StatusOr<AnyOp>(const OpArgs&)> factory;
 };
 
 class OpRegistry {
@@ -151,7 +138,8 @@ class OpRegistry {
   // for a malformed definition (no name, factory or example, duplicate arg
   // names, a default of the wrong type, out of its range or on a required
   // arg, a range on a non-number or choices on a non-string, an unknown
-  // scalar_arg, a `field` argument declared beside binds_field).
+  // scalar_arg, a `field` argument declared beside binds_field, a pixel or
+  // tensor op that does not bind a field).
   absl::Status Register(OpDef def) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The definition named `name`, or null.
@@ -170,7 +158,8 @@ class OpRegistry {
 // InvalidArgument naming the op and the argument for an unknown name, a
 // missing required argument, a value of the wrong type or one outside the
 // argument's range or choices (CheckArgValue). Ints given for
-// floats become doubles, an int for kIntOrPair becomes a one-element list,
+// floats become doubles, a number for kIntOrPair or kFloatOrPair becomes a
+// one-element list,
 // and defaults fill the optional arguments that were not given.
 absl::StatusOr<OpArgs> ResolveArgs(const OpDef& def, const OpArgs& given);
 
@@ -183,6 +172,14 @@ const T* FindArg(const OpArgs& args, const std::string& name) {
   const auto it = args.find(name);
   return it == args.end() ? nullptr : &std::get<T>(it->second);
 }
+
+// The values of a size argument of type kIntOrPair: one (n) or two
+// ([height, width]). InvalidArgument naming the op and the argument unless
+// each is a whole number in [1, kMaxImageSide].
+inline constexpr int kMaxImageSide = 16384;
+absl::StatusOr<std::vector<int>> ParseSizeArg(absl::string_view op,
+                                              absl::string_view arg,
+                                              const OpArgs& args);
 
 // Registers a definition in OpRegistry::Global() while static objects are
 // constructed, and aborts with the reason if that fails: a broken or

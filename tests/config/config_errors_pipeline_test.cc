@@ -88,6 +88,32 @@ pipelines:
             "'big'");
 }
 
+TEST_F(ConfigErrorTest, NumberOrRangeIsOneNumberOrAPair) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_image
+    - center_crop: {size: 8}
+    - color_jitter: {hue: [0.1, 0.2, 0.3]}
+)"),
+            "stoker.yaml:8:27: argument 'hue' of op 'color_jitter' in "
+            "pipeline 'train': expected a number or a pair [lo, hi], got a "
+            "list of 3");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_image
+    - center_crop: {size: 8}
+    - color_jitter: {brightness: [0.5, -1]}
+)"),
+            "stoker.yaml:8:40: argument 'brightness' of op 'color_jitter' in "
+            "pipeline 'train': expected values >= 0, got '-1'");
+}
+
 TEST_F(ConfigErrorTest, FloatWhereIntegerExpectedIsRejected) {
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}

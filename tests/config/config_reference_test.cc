@@ -27,8 +27,8 @@ using ::testing::StartsWith;
 TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(AllowedKeys(""),
               ElementsAre("listen", "workers", "prefetch", "memory_budget",
-                          "device_memory_budget", "on_corrupt", "limits", "sharing", "jobs", "metrics",
-                          "datasets",
+                          "device_memory_budget", "on_corrupt", "limits",
+                          "sharing", "jobs", "metrics", "datasets",
                           "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
               ElementsAre("unix", "tcp", "unix_mode", "unix_group", "tls",
@@ -140,9 +140,9 @@ TEST(ConfigReferenceTest, ListsEachOpsKindArgumentsRangesAndExample) {
   }
 }
 
-// The pipeline an op's example is tried in: decode ops first, format ops
-// after the geometry, so that Create accepts it; empty for kinds that no
-// pipeline can run yet.
+// The pipeline an op's example is tried in: decode ops first, pixel and
+// format ops after the geometry, so that Create accepts it; empty for kinds
+// that no pipeline can run yet.
 std::string PipelineAround(const pipeline::OpDef& def) {
   const std::string step = absl::StrCat("    - ", def.example, "\n");
   switch (def.kind) {
@@ -151,6 +151,7 @@ std::string PipelineAround(const pipeline::OpDef& def) {
     case pipeline::OpKind::kGeometry:
       return absl::StrCat("    - decode_jpeg\n", step,
                           "    - center_crop: {size: 8}\n");
+    case pipeline::OpKind::kPixel:
     case pipeline::OpKind::kFormat:
       return absl::StrCat("    - decode_jpeg\n    - center_crop: {size: 8}\n",
                           step);

@@ -6,11 +6,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/pipeline/jpeg_decoder.h"
 #include "server/pipeline/op.h"
 #include "server/pipeline/registry.h"
 #include "tests/pipeline/status_matchers.h"
-#include "tests/testing/images.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -22,8 +20,7 @@ using ::testing::HasSubstr;
 
 using Floats = std::vector<double>;
 
-absl::StatusOr<std::unique_ptr<Op>> MakeOp(const std::string& name,
-                                           const OpArgs& given) {
+absl::StatusOr<AnyOp> MakeOp(const std::string& name, const OpArgs& given) {
   const OpDef* def = OpRegistry::Global().Find(name);
   if (def == nullptr) return absl::NotFoundError(name);
   absl::StatusOr<OpArgs> args = ResolveArgs(*def, given);
@@ -31,15 +28,19 @@ absl::StatusOr<std::unique_ptr<Op>> MakeOp(const std::string& name,
   return def->factory(*args);
 }
 
-// Applies `name` with `args` to a view of a width x height image.
-View Planned(const std::string& name, const OpArgs& args, const View& view,
+// The op of interface T in `op`. REQUIRES: `op` holds one.
+template <typename T>
+T& As(AnyOp& op) {
+  return *std::get<std::unique_ptr<T>>(op);
+}
+
+// Applies geometry op `name` with `args` to `view`.
+View Planned(const std::string& name, const OpArgs& args, View view,
              SampleRng& rng) {
-  absl::StatusOr<std::unique_ptr<Op>> op = MakeOp(name, args);
+  absl::StatusOr<AnyOp> op = MakeOp(name, args);
   EXPECT_THAT(op, IsOk());
-  ImageState state;
-  state.view = view;
-  EXPECT_THAT((*op)->Apply(state, rng), IsOk());
-  return state.view;
+  EXPECT_THAT(As<GeometryOp>(*op).Apply(view, rng), IsOk());
+  return view;
 }
 
 void ExpectInvalid(const std::string& name, const OpArgs& args,
@@ -76,6 +77,39 @@ TEST(OpArgsTest, EveryOpRejectsBadValuesByName) {
   ExpectInvalid("decode_jpeg", {{"fast", true}}, "fast");
 }
 
+TEST(OpArgsTest, EveryPixelOpRejectsBadValuesByName) {
+  ExpectInvalid("color_jitter", {{"brightness", -0.1}}, "brightness");
+  ExpectInvalid("color_jitter", {{"contrast", Floats{1.5, 0.5}}}, "contrast");
+  ExpectInvalid("color_jitter", {{"saturation", Floats{0.5, 1, 2}}},
+                "saturation");
+  ExpectInvalid("color_jitter", {{"hue", 0.6}}, "hue");
+  ExpectInvalid("color_jitter", {{"hue", -0.1}}, "hue");
+  ExpectInvalid("color_jitter", {{"hue", Floats{-0.6, 0.1}}}, "hue");
+  ExpectInvalid("color_jitter", {{"p", 1.5}}, "p");
+  ExpectInvalid("random_grayscale", {{"p", -1.0}}, "p");
+  ExpectInvalid("solarize", {}, "threshold");
+  ExpectInvalid("solarize", {{"threshold", 300.0}}, "threshold");
+  ExpectInvalid("posterize", {{"bits", int64_t{9}}}, "bits");
+  ExpectInvalid("posterize", {{"bits", 2.5}}, "bits");
+  ExpectInvalid("equalize", {{"p", 2.0}}, "p");
+  ExpectInvalid("autocontrast", {{"p", std::string("x")}}, "p");
+  ExpectInvalid("adjust_sharpness", {{"sharpness_factor", -1.0}},
+                "sharpness_factor");
+  ExpectInvalid("gaussian_blur", {{"kernel_size", int64_t{4}}}, "kernel_size");
+  ExpectInvalid("gaussian_blur", {}, "kernel_size");
+  ExpectInvalid("gaussian_blur",
+                {{"kernel_size", int64_t{5}}, {"sigma", Floats{2, 1}}},
+                "sigma");
+  ExpectInvalid("gaussian_blur", {{"kernel_size", int64_t{5}}, {"sigma", 0.0}},
+                "sigma");
+  EXPECT_THAT(
+      MakeOp("color_jitter", {{"brightness", 0.4}, {"hue", Floats{-0.5, 0.5}}}),
+      IsOk());
+  EXPECT_THAT(
+      MakeOp("gaussian_blur", {{"kernel_size", Floats{3, 9}}, {"sigma", 1.5}}),
+      IsOk());
+}
+
 TEST(OpArgsTest, NormalizeRejectsNonPositiveStdAndMeanOnUint8) {
   EXPECT_THAT(MakeOp("normalize",
                      {{"mean", Floats{0, 0, 0}}, {"std", Floats{1, 0, 1}}}),
@@ -106,42 +140,26 @@ TEST(OpArgsTest, OpsDeclareTheirKinds) {
   EXPECT_EQ(kind("layout"), OpKind::kFormat);
 }
 
-TEST(OpArgsTest, OpsDeclareTheirStages) {
-  EXPECT_EQ((*MakeOp("decode_jpeg", {}))->stage(), OpStage::kDecode);
-  EXPECT_EQ((*MakeOp("decode_image", {}))->stage(), OpStage::kDecode);
-  EXPECT_EQ((*MakeOp("random_flip", {}))->stage(), OpStage::kGeometry);
-  EXPECT_EQ((*MakeOp("normalize", {}))->stage(), OpStage::kFormat);
-  EXPECT_EQ((*MakeOp("layout", {{"value", std::string("chw")}}))->stage(),
-            OpStage::kFormat);
+TEST(OpArgsTest, OpsBuildAnOpOfTheirKind) {
+  EXPECT_EQ(KindOf(*MakeOp("decode_jpeg", {})), OpKind::kDecode);
+  EXPECT_EQ(KindOf(*MakeOp("decode_image", {})), OpKind::kDecode);
+  EXPECT_EQ(KindOf(*MakeOp("random_flip", {})), OpKind::kGeometry);
+  EXPECT_EQ(KindOf(*MakeOp("normalize", {})), OpKind::kFormat);
+  EXPECT_EQ(KindOf(*MakeOp("layout", {{"value", std::string("chw")}})),
+            OpKind::kFormat);
 }
 
-TEST(DecodeImageOpTest, PointsTheViewAtTheWholeImageUnderBothNames) {
-  const std::string jpeg = ::stoker::testing::MakeJpeg(37, 23, 1);
+TEST(DecodeImageOpTest, NamesTheImageFieldTheOldNameTakesNoArguments) {
   for (const char* name : {"decode_image", "decode_jpeg"}) {
-    DecoderSet decoders;
-    ImageState state;
-    state.encoded = jpeg;
-    state.decoders = &decoders;
-    SampleRng rng(0, 0, 0);
-    ASSERT_THAT((*MakeOp(name, {}))->Apply(state, rng), IsOk()) << name;
-    ASSERT_NE(state.decoder, nullptr) << name;
-    EXPECT_EQ(state.view.width, 37) << name;
-    EXPECT_EQ(state.view.height, 23) << name;
-    EXPECT_EQ(state.view.out_width, 37) << name;
-    EXPECT_EQ(state.view.out_height, 23) << name;
-    EXPECT_FALSE(state.view.flip) << name;
+    absl::StatusOr<AnyOp> op = MakeOp(name, {});
+    ASSERT_THAT(op, IsOk()) << name;
+    EXPECT_EQ(std::get<DecodeSpec>(*op).field, "image") << name;
   }
-}
-
-TEST(DecodeImageOpTest, BytesOfNoKnownFormatAreDataLossSayingHowTheyStart) {
-  DecoderSet decoders;
-  ImageState state;
-  state.encoded = "GIF89a...";
-  state.decoders = &decoders;
-  SampleRng rng(0, 0, 0);
-  EXPECT_THAT((*MakeOp("decode_jpeg", {}))->Apply(state, rng),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       "not JPEG or PNG (starts 47 49 46 38)"));
+  absl::StatusOr<AnyOp> op =
+      MakeOp("decode_image", {{"field", std::string("photo")}});
+  ASSERT_THAT(op, IsOk());
+  EXPECT_EQ(std::get<DecodeSpec>(*op).field, "photo");
+  ExpectInvalid("decode_jpeg", {{"field", std::string("photo")}}, "field");
 }
 
 TEST(ResizeOpTest, ShorterSideFollowsTorchvision) {
@@ -166,11 +184,12 @@ TEST(ResizeOpTest, PairSetsHeightThenWidth) {
       Planned("resize", {{"size", Floats{100, 50}}}, FullView(640, 480), rng);
   EXPECT_EQ(view.out_height, 100);
   EXPECT_EQ(view.out_width, 50);
-  EXPECT_EQ(
-      (*MakeOp("resize", {{"size", Floats{100, 50}}}))->size_effect().kind,
-      SizeEffect::kFixes);
-  EXPECT_EQ((*MakeOp("resize", {{"size", int64_t{100}}}))->size_effect().kind,
-            SizeEffect::kVaries);
+  absl::StatusOr<AnyOp> pair = MakeOp("resize", {{"size", Floats{100, 50}}});
+  absl::StatusOr<AnyOp> side = MakeOp("resize", {{"size", int64_t{100}}});
+  ASSERT_THAT(pair, IsOk());
+  ASSERT_THAT(side, IsOk());
+  EXPECT_EQ(As<GeometryOp>(*pair).size_effect().kind, SizeEffect::kFixes);
+  EXPECT_EQ(As<GeometryOp>(*side).size_effect().kind, SizeEffect::kVaries);
 }
 
 TEST(CenterCropOpTest, RoundsOffsetsLikeTorchvision) {
@@ -240,16 +259,14 @@ TEST(CropViewTest, CropOfFlippedViewTakesTheMirroredSource) {
 }
 
 TEST(RandomResizedCropOpTest, StaysInsideTheViewWithinScaleAndRatio) {
-  const auto op = MakeOp("random_resized_crop", {{"size", Floats{32, 48}}});
+  auto op = MakeOp("random_resized_crop", {{"size", Floats{32, 48}}});
   ASSERT_THAT(op, IsOk());
   for (uint64_t id = 0; id < 2000; ++id) {
     SampleRng rng(11, 0, id);
-    ImageState state;
-    state.view = FullView(id % 2 ? 640 : 333, id % 3 ? 480 : 517);
-    state.view.flip = id % 5 == 0;
-    const View before = state.view;
-    ASSERT_THAT((*op)->Apply(state, rng), IsOk());
-    const View& v = state.view;
+    View v = FullView(id % 2 ? 640 : 333, id % 3 ? 480 : 517);
+    v.flip = id % 5 == 0;
+    const View before = v;
+    ASSERT_THAT(As<GeometryOp>(*op).Apply(v, rng), IsOk());
     ASSERT_GE(v.x, 0);
     ASSERT_GE(v.y, 0);
     ASSERT_LE(v.x + v.width, before.width);
@@ -300,34 +317,34 @@ TEST(RandomResizedCropOpTest, FallsBackToTorchvisionCentreCrop) {
 }
 
 TEST(RandomResizedCropOpTest, SameGeneratorGivesSameCrop) {
-  const auto op = MakeOp("random_resized_crop", {{"size", int64_t{224}}});
+  auto op = MakeOp("random_resized_crop", {{"size", int64_t{224}}});
   ASSERT_THAT(op, IsOk());
-  ImageState a, b;
-  a.view = b.view = FullView(640, 480);
+  View a = FullView(640, 480), b = FullView(640, 480);
   SampleRng rng_a(5, 6, 7), rng_b(5, 6, 7);
-  ASSERT_THAT((*op)->Apply(a, rng_a), IsOk());
-  ASSERT_THAT((*op)->Apply(b, rng_b), IsOk());
-  EXPECT_EQ(a.view.x, b.view.x);
-  EXPECT_EQ(a.view.y, b.view.y);
-  EXPECT_EQ(a.view.width, b.view.width);
-  EXPECT_EQ(a.view.height, b.view.height);
+  ASSERT_THAT(As<GeometryOp>(*op).Apply(a, rng_a), IsOk());
+  ASSERT_THAT(As<GeometryOp>(*op).Apply(b, rng_b), IsOk());
+  EXPECT_EQ(a.x, b.x);
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.height, b.height);
 }
 
 TEST(FormatOpsTest, NormalizeAndLayoutSetTheOutputFormat) {
-  SampleRng rng(0, 0, 0);
-  ImageState state;
-  ASSERT_THAT((*MakeOp("normalize", {{"mean", Floats{0.5, 0.4, 0.3}},
-                                     {"std", Floats{0.2, 0.25, 0.5}},
-                                     {"dtype", std::string("float16")}}))
-                  ->Apply(state, rng),
-              IsOk());
-  ASSERT_THAT(
-      (*MakeOp("layout", {{"value", std::string("chw")}}))->Apply(state, rng),
-      IsOk());
-  EXPECT_EQ(state.format.dtype, DType::kFloat16);
-  EXPECT_EQ(state.format.layout, Layout::kChw);
-  EXPECT_EQ(state.format.mean[1], 0.4);
-  EXPECT_EQ(state.format.std[2], 0.5);
+  OutputFormat format;
+  absl::StatusOr<AnyOp> normalize =
+      MakeOp("normalize", {{"mean", Floats{0.5, 0.4, 0.3}},
+                           {"std", Floats{0.2, 0.25, 0.5}},
+                           {"dtype", std::string("float16")}});
+  ASSERT_THAT(normalize, IsOk());
+  As<FormatOp>(*normalize).Apply(format);
+  absl::StatusOr<AnyOp> layout =
+      MakeOp("layout", {{"value", std::string("chw")}});
+  ASSERT_THAT(layout, IsOk());
+  As<FormatOp>(*layout).Apply(format);
+  EXPECT_EQ(format.dtype, DType::kFloat16);
+  EXPECT_EQ(format.layout, Layout::kChw);
+  EXPECT_EQ(format.mean[1], 0.4);
+  EXPECT_EQ(format.std[2], 0.5);
 }
 
 }  // namespace

@@ -20,10 +20,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsSupersetOf;
 
-class NothingOp final : public Op {
+class NothingOp final : public GeometryOp {
  public:
-  OpStage stage() const override { return OpStage::kGeometry; }
-  absl::Status Apply(ImageState&, SampleRng&) const override {
+  absl::Status Apply(View&, SampleRng&) const override {
     return absl::OkStatus();
   }
 };
@@ -39,8 +38,8 @@ OpDef TestDef(std::string name) {
       {"mode", ArgType::kString, false, std::nullopt, "Optional string."},
   };
   def.example = "t: {count: 1}";
-  def.factory = [](const OpArgs&) -> absl::StatusOr<std::unique_ptr<Op>> {
-    return std::make_unique<NothingOp>();
+  def.factory = [](const OpArgs&) -> absl::StatusOr<AnyOp> {
+    return AnyOp(std::make_unique<NothingOp>());
   };
   return def;
 }
@@ -161,6 +160,10 @@ TEST(OpRegistryTest, RejectsUnsoundRangesAndChoices) {
   own_field.args.push_back(ArgSpec::Optional(
       "field", ArgType::kString, std::nullopt, "Declared by hand."));
   rejects(own_field, "binds_field adds it");
+
+  OpDef unbound_pixel_op = TestDef("unbound");
+  unbound_pixel_op.kind = OpKind::kPixel;
+  rejects(unbound_pixel_op, "a pixel op works on a field; set binds_field");
   EXPECT_TRUE(registry.Names().empty());
 }
 

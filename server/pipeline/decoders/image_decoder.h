@@ -54,6 +54,7 @@ struct DecodedWindow {
   int width = 0, height = 0;
   int channels = 3;
   const uint8_t* data() const { return buffer.get() + first_byte; }
+  uint8_t* mutable_data() { return buffer.get() + first_byte; }
 };
 
 // The scale numerators M (decode at M/8) a decoder offers, from 1 to 8.

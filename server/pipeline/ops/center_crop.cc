@@ -5,7 +5,7 @@
 #include <cmath>
 #include <memory>
 
-#include "server/pipeline/op.h"
+#include "server/pipeline/registry.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -18,17 +18,14 @@ int CenterOffset(int size, int crop) {
   return static_cast<int>(std::nearbyint((size - crop) / 2.0));
 }
 
-class CenterCropOp final : public Op {
+class CenterCropOp final : public GeometryOp {
  public:
   CenterCropOp(int height, int width) : height_(height), width_(width) {}
-
-  OpStage stage() const override { return OpStage::kGeometry; }
   SizeEffect size_effect() const override {
     return {SizeEffect::kFixes, height_, width_};
   }
 
-  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    View& view = state.view;
+  absl::Status Apply(View& view, SampleRng& rng) const override {
     CropView(CenterOffset(view.out_height, height_),
              CenterOffset(view.out_width, width_), height_, width_, &view);
     return absl::OkStatus();
@@ -49,11 +46,11 @@ OpDef MakeCenterCropDef() {
                                 "Crop side, or [height, width].")
                   .Between(1, kMaxImageSide)};
   def.example = "center_crop: {size: 224}";
-  def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
     absl::StatusOr<std::vector<int>> size =
         ParseSizeArg("center_crop", "size", args);
     if (!size.ok()) return size.status();
-    return std::make_unique<CenterCropOp>(size->front(), size->back());
+    return AnyOp(std::make_unique<CenterCropOp>(size->front(), size->back()));
   };
   return def;
 }

@@ -1,56 +1,51 @@
-// decode_image {}: picks the decoder by the image's content (JPEG or PNG),
-// reads the header and points the view at the whole image. The pixels are
-// decoded later, once, for the final view only. decode_jpeg is the same op
-// under its old name, so that existing configs keep working; it decodes a
-// PNG too (ImageNet has a PNG named .JPEG).
+// decode_image {field: image}: names the record field that holds the
+// image. The pipeline picks its decoder by content (JPEG or PNG), reads the
+// header and points the view at the whole image; the pixels are decoded
+// later, once, for the final view only. decode_jpeg is the same op under
+// its old name, without arguments (the field is `image`), so that existing
+// configs keep working; it decodes a PNG too (ImageNet has a PNG named
+// .JPEG).
 
-#include <memory>
+#include <string>
+#include <utility>
 
-#include "server/pipeline/op.h"
+#include "server/pipeline/registry.h"
 
 namespace stoker::pipeline {
 namespace {
 
-class DecodeImageOp final : public Op {
- public:
-  OpStage stage() const override { return OpStage::kDecode; }
-  SizeEffect size_effect() const override { return {SizeEffect::kVaries}; }
-
-  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    absl::StatusOr<ImageDecoder*> decoder = state.decoders->Open(state.encoded);
-    if (!decoder.ok()) return decoder.status();
-    state.decoder = *decoder;
-    state.view = FullView(state.decoder->width(), state.decoder->height());
-    return absl::OkStatus();
-  }
-};
-
-OpDef MakeDef(std::string name, std::string doc) {
-  OpDef def;
-  def.name = name;
-  def.kind = OpKind::kDecode;
-  def.doc = std::move(doc);
-  def.example = std::move(name);
-  def.factory = [](const OpArgs&) -> absl::StatusOr<std::unique_ptr<Op>> {
-    return std::make_unique<DecodeImageOp>();
-  };
-  return def;
+absl::StatusOr<AnyOp> MakeDecodeSpec(const OpArgs& args) {
+  const std::string* field = FindArg<std::string>(args, kFieldArg);
+  return DecodeSpec{field != nullptr ? *field : "image"};
 }
 
 OpDef MakeDecodeImageDef() {
-  return MakeDef(
-      "decode_image",
+  OpDef def;
+  def.name = "decode_image";
+  def.kind = OpKind::kDecode;
+  def.binds_field = true;
+  def.doc =
       "Decodes a JPEG or PNG, chosen by content, to RGB (JPEG grayscale and "
       "CMYK are converted; a PNG palette is expanded, gray replicated, alpha "
       "dropped, 16 bits cut to 8). Must be the first op. Only the part of "
       "the image that the later ops keep is decoded; a JPEG at the smallest "
-      "DCT scale (1/8, 1/4, 1/2 or 1) that covers the output size.");
+      "DCT scale (1/8, 1/4, 1/2 or 1) that covers the output size.";
+  def.example = "decode_image";
+  def.factory = MakeDecodeSpec;
+  return def;
 }
 
+// The old name takes no arguments, as before: it decodes the field "image".
 OpDef MakeDecodeJpegDef() {
-  return MakeDef("decode_jpeg",
-                 "The old name of decode_image, kept for existing configs; "
-                 "the same op (it decodes PNG too).");
+  OpDef def;
+  def.name = "decode_jpeg";
+  def.kind = OpKind::kDecode;
+  def.doc =
+      "The old name of decode_image, kept for existing configs; the same op "
+      "on the field `image` (it decodes PNG too).";
+  def.example = "decode_jpeg";
+  def.factory = MakeDecodeSpec;
+  return def;
 }
 
 }  // namespace

@@ -3,21 +3,16 @@
 
 #include <memory>
 
-#include "server/pipeline/op.h"
+#include "server/pipeline/registry.h"
 
 namespace stoker::pipeline {
 namespace {
 
-class LayoutOp final : public Op {
+class LayoutOp final : public FormatOp {
  public:
   explicit LayoutOp(Layout layout) : layout_(layout) {}
 
-  OpStage stage() const override { return OpStage::kFormat; }
-
-  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    state.format.layout = layout_;
-    return absl::OkStatus();
-  }
+  void Apply(OutputFormat& format) const override { format.layout = layout_; }
 
  private:
   const Layout layout_;
@@ -33,11 +28,11 @@ OpDef MakeLayoutDef() {
                   .OneOf({"chw", "hwc"})};
   def.scalar_arg = "value";
   def.example = "layout: chw";
-  def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
     // ResolveArgs let only the declared choices through.
     const std::string& value = *FindArg<std::string>(args, "value");
-    return std::make_unique<LayoutOp>(value == "chw" ? Layout::kChw
-                                                     : Layout::kHwc);
+    return AnyOp(std::make_unique<LayoutOp>(value == "chw" ? Layout::kChw
+                                                           : Layout::kHwc));
   };
   return def;
 }

@@ -6,22 +6,19 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "server/pipeline/op.h"
+#include "server/pipeline/registry.h"
 
 namespace stoker::pipeline {
 namespace {
 
-class NormalizeOp final : public Op {
+class NormalizeOp final : public FormatOp {
  public:
   explicit NormalizeOp(const OutputFormat& format) : format_(format) {}
 
-  OpStage stage() const override { return OpStage::kFormat; }
-
-  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    state.format.dtype = format_.dtype;
-    state.format.mean = format_.mean;
-    state.format.std = format_.std;
-    return absl::OkStatus();
+  void Apply(OutputFormat& format) const override {
+    format.dtype = format_.dtype;
+    format.mean = format_.mean;
+    format.std = format_.std;
   }
 
  private:
@@ -32,7 +29,7 @@ absl::Status Invalid(absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("op 'normalize': ", why));
 }
 
-absl::StatusOr<std::unique_ptr<Op>> MakeNormalize(const OpArgs& args) {
+absl::StatusOr<AnyOp> MakeNormalize(const OpArgs& args) {
   OutputFormat format;
   const std::string& dtype = *FindArg<std::string>(args, "dtype");
   if (dtype == "float32") {
@@ -60,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Op>> MakeNormalize(const OpArgs& args) {
   if (absl::Status s = PixelConverter::Check(format); !s.ok()) {
     return Invalid(s.message());
   }
-  return std::make_unique<NormalizeOp>(format);
+  return AnyOp(std::make_unique<NormalizeOp>(format));
 }
 
 OpDef MakeNormalizeDef() {

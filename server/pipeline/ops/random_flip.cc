@@ -3,19 +3,17 @@
 
 #include <memory>
 
-#include "server/pipeline/op.h"
+#include "server/pipeline/registry.h"
 
 namespace stoker::pipeline {
 namespace {
 
-class RandomFlipOp final : public Op {
+class RandomFlipOp final : public GeometryOp {
  public:
   explicit RandomFlipOp(double p) : p_(p) {}
 
-  OpStage stage() const override { return OpStage::kGeometry; }
-
-  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    if (rng.Bernoulli(p_)) state.view.flip = !state.view.flip;
+  absl::Status Apply(View& view, SampleRng& rng) const override {
+    if (rng.Bernoulli(p_)) view.flip = !view.flip;
     return absl::OkStatus();
   }
 
@@ -32,8 +30,8 @@ OpDef MakeRandomFlipDef() {
                                 "Probability of a flip.")
                   .Between(0, 1)};
   def.example = "random_flip: {p: 0.5}";
-  def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
-    return std::make_unique<RandomFlipOp>(*FindArg<double>(args, "p"));
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
+    return AnyOp(std::make_unique<RandomFlipOp>(*FindArg<double>(args, "p")));
   };
   return def;
 }

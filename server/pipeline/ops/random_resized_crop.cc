@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "server/pipeline/op.h"
+#include "server/pipeline/registry.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -15,7 +15,7 @@ struct Crop {
   int top, left, height, width;
 };
 
-class RandomResizedCropOp final : public Op {
+class RandomResizedCropOp final : public GeometryOp {
  public:
   RandomResizedCropOp(int height, int width, const std::vector<double>& scale,
                       const std::vector<double>& ratio)
@@ -24,14 +24,11 @@ class RandomResizedCropOp final : public Op {
         scale_{scale[0], scale[1]},
         ratio_{ratio[0], ratio[1]},
         log_ratio_{std::log(ratio[0]), std::log(ratio[1])} {}
-
-  OpStage stage() const override { return OpStage::kGeometry; }
   SizeEffect size_effect() const override {
     return {SizeEffect::kFixes, height_, width_};
   }
 
-  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    View& view = state.view;
+  absl::Status Apply(View& view, SampleRng& rng) const override {
     const Crop crop = Choose(view.out_height, view.out_width, rng);
     CropView(crop.top, crop.left, crop.height, crop.width, &view);
     view.out_height = height_;
@@ -110,7 +107,7 @@ OpDef MakeRandomResizedCropDef() {
           .Above(0),
   };
   def.example = "random_resized_crop: {size: 224, scale: [0.08, 1]}";
-  def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
     absl::StatusOr<std::vector<int>> size =
         ParseSizeArg("random_resized_crop", "size", args);
     if (!size.ok()) return size.status();
@@ -118,8 +115,8 @@ OpDef MakeRandomResizedCropDef() {
     const auto& ratio = *FindArg<std::vector<double>>(args, "ratio");
     if (absl::Status s = CheckRange("scale", scale); !s.ok()) return s;
     if (absl::Status s = CheckRange("ratio", ratio); !s.ok()) return s;
-    return std::make_unique<RandomResizedCropOp>(size->front(), size->back(),
-                                                 scale, ratio);
+    return AnyOp(std::make_unique<RandomResizedCropOp>(
+        size->front(), size->back(), scale, ratio));
   };
   return def;
 }

@@ -5,24 +5,21 @@
 #include <memory>
 #include <utility>
 
-#include "server/pipeline/op.h"
+#include "server/pipeline/registry.h"
 
 namespace stoker::pipeline {
 namespace {
 
-class ResizeOp final : public Op {
+class ResizeOp final : public GeometryOp {
  public:
   explicit ResizeOp(std::vector<int> size) : size_(std::move(size)) {}
-
-  OpStage stage() const override { return OpStage::kGeometry; }
 
   SizeEffect size_effect() const override {
     if (size_.size() == 1) return {SizeEffect::kVaries};
     return {SizeEffect::kFixes, size_[0], size_[1]};
   }
 
-  absl::Status Apply(ImageState& state, SampleRng& rng) const override {
-    View& view = state.view;
+  absl::Status Apply(View& view, SampleRng& rng) const override {
     if (size_.size() == 2) {
       view.out_height = size_[0];
       view.out_width = size_[1];
@@ -54,11 +51,11 @@ OpDef MakeResizeDef() {
                                 "Shorter side, or [height, width].")
                   .Between(1, kMaxImageSide)};
   def.example = "resize: {size: 256}";
-  def.factory = [](const OpArgs& args) -> absl::StatusOr<std::unique_ptr<Op>> {
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
     absl::StatusOr<std::vector<int>> size =
         ParseSizeArg("resize", "size", args);
     if (!size.ok()) return size.status();
-    return std::make_unique<ResizeOp>(*std::move(size));
+    return AnyOp(std::make_unique<ResizeOp>(*std::move(size)));
   };
   return def;
 }
