@@ -83,7 +83,7 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const OpList> ops,
                              int64_t max_decode_pixels, size_t num_fields,
                              size_t image_field,
                              std::vector<size_t> int64_fields,
-                             std::vector<TensorSpec> outputs)
+                             std::vector<tensor::TensorSpec> outputs)
     : ops_(std::move(ops)),
       sample_ops_(sample_ops),
       converter_(format),
@@ -236,11 +236,11 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     absl::Span<const InputField> schema) const {
   size_t image_field = schema.size();
   std::vector<size_t> int64_fields;
-  std::vector<TensorSpec> outputs(1);
+  std::vector<tensor::TensorSpec> outputs(1);
   for (size_t i = 0; i < schema.size(); ++i) {
     if (schema[i].is_int64) {
       int64_fields.push_back(i);
-      outputs.push_back({schema[i].name, DType::kInt64, {}});
+      outputs.push_back({schema[i].name, tensor::DType::kInt64, {}});
     } else if (schema[i].name == "image") {
       image_field = i;
     }

@@ -324,7 +324,7 @@ TEST(FormatOpsTest, NormalizeAndLayoutSetTheOutputFormat) {
   ASSERT_THAT(
       (*MakeOp("layout", {{"value", std::string("chw")}}))->Apply(state, rng),
       IsOk());
-  EXPECT_EQ(state.format.dtype, DType::kFloat16);
+  EXPECT_EQ(state.format.dtype, tensor::DType::kFloat16);
   EXPECT_EQ(state.format.layout, Layout::kChw);
   EXPECT_EQ(state.format.mean[1], 0.4);
   EXPECT_EQ(state.format.std[2], 0.5);

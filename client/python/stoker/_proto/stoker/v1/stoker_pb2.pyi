@@ -5,9 +5,15 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+DTYPE_BOOL: DType
 DTYPE_FLOAT16: DType
 DTYPE_FLOAT32: DType
+DTYPE_FLOAT64: DType
+DTYPE_INT16: DType
+DTYPE_INT32: DType
 DTYPE_INT64: DType
+DTYPE_INT8: DType
+DTYPE_UINT16: DType
 DTYPE_UINT8: DType
 DTYPE_UNSPECIFIED: DType
 TRANSPORT_CUDA_IPC: Transport
