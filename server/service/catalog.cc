@@ -78,8 +78,10 @@ std::vector<tensor::TensorSpec> Catalog::OutputsOf(
 std::vector<pipeline::InputField> InputSchema(const dataset::Manifest& m) {
   std::vector<pipeline::InputField> schema;
   for (const dataset::FieldSpec& f : m.fields) {
-    schema.push_back(
-        pipeline::InputField{f.name, f.kind == dataset::FieldKind::kInt64});
+    // An int64 scalar passes through as a label; step 3 of
+    // docs/pipeline-design.md passes the other kinds through too.
+    const bool is_int64 = f.dtype == tensor::DType::kInt64 && f.shape.empty();
+    schema.push_back(pipeline::InputField{f.name, is_int64});
   }
   return schema;
 }
