@@ -121,6 +121,11 @@ uint64_t RowBytes(const FieldSpec& spec) {
   return bytes;
 }
 
+void SetBytesType(FieldSpec* spec) {
+  spec->dtype = tensor::DType::kUint8;
+  spec->shape = {-1};
+}
+
 uint64_t RaggedLength(const FieldSpec& spec, std::string_view value) {
   return spec.kind->passthrough(spec) == FieldKind::Passthrough::kRaggedRows
              ? value.size() / RowBytes(spec)

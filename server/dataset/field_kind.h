@@ -159,6 +159,10 @@ absl::StatusOr<FieldSpec> MakeArraySpec(std::string name, tensor::DType dtype,
 // 1 for image, bytes and str (uint8, {-1}).
 uint64_t RowBytes(const FieldSpec& spec);
 
+// Sets the dtype and shape of a kind of raw bytes (image, bytes, str):
+// uint8, {-1}.
+void SetBytesType(FieldSpec* spec);
+
 // What max_length counts for a ragged field: rows (kRaggedRows) or bytes.
 // REQUIRES: spec.kind->CheckValue(spec, value) is OK.
 uint64_t RaggedLength(const FieldSpec& spec, std::string_view value);

@@ -21,8 +21,7 @@ class BytesKind final : public FieldKind {
   }
 
   absl::Status CheckSpec(FieldSpec* spec) const override {
-    spec->dtype = tensor::DType::kUint8;
-    spec->shape = {-1};
+    SetBytesType(spec);
     return absl::OkStatus();
   }
 

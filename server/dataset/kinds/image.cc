@@ -20,8 +20,7 @@ class ImageKind final : public FieldKind {
   bool spatial() const override { return true; }
 
   absl::Status CheckSpec(FieldSpec* spec) const override {
-    spec->dtype = tensor::DType::kUint8;
-    spec->shape = {-1};
+    SetBytesType(spec);
     return absl::OkStatus();
   }
 
