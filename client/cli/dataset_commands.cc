@@ -101,8 +101,7 @@ struct PackFlags {
   bool force = false;
 };
 
-int RunPack(const PackFlags& flags,
-            const std::function<absl::Status(std::string_view)>& validate) {
+int RunPack(const PackFlags& flags, const dataset::ImageCheck& validate) {
   const bool listed = !flags.list.empty();
   if (flags.src.empty() || (listed ? !flags.dst.empty() : flags.dst.empty())) {
     std::fprintf(stderr, "stoker pack: expected %s\n",
@@ -159,7 +158,7 @@ int RunPack(const PackFlags& flags,
 }
 
 int RunVerify(const std::string& dir, bool decode,
-              const std::function<absl::Status(std::string_view)>& validate) {
+              const dataset::ImageCheck& validate) {
   const Clock::time_point start = Clock::now();
   absl::StatusOr<dataset::VerifyReport> report;
   {
@@ -193,9 +192,7 @@ int RunInspect(const std::string& dir, bool json) {
   std::string fields;
   for (const dataset::FieldSpec& f : m->fields) {
     if (!fields.empty()) fields += ", ";
-    fields +=
-        f.name + (f.kind == dataset::FieldKind::kInt64 ? " (int64" : " (bytes");
-    fields += f.content_type.empty() ? ")" : ", " + f.content_type + ")";
+    fields += dataset::DescribeField(f);
   }
   constexpr size_t kShownClasses = 10;
   std::string classes = std::to_string(m->classes.size());
@@ -234,12 +231,9 @@ void ExitWith(int rc) {
 
 }  // namespace
 
-void AddDatasetCommands(
-    CLI::App& app,
-    std::function<absl::Status(std::string_view)> validate_image) {
+void AddDatasetCommands(CLI::App& app, dataset::ImageCheck validate_image) {
   auto validate =
-      std::make_shared<const std::function<absl::Status(std::string_view)>>(
-          std::move(validate_image));
+      std::make_shared<const dataset::ImageCheck>(std::move(validate_image));
 
   CLI::App* pack = app.add_subcommand(
       "pack",
@@ -300,7 +294,8 @@ void AddDatasetCommands(
 
   CLI::App* inspect = app.add_subcommand(
       "inspect",
-      "Print a dataset's manifest: name, sample count, fields, classes "
+      "Print a dataset's manifest: name, format version, sample count, "
+      "fields with their kinds (an image field with its formats), classes "
       "(the first 10), and each shard's id range, count and size.");
   auto inspect_dir = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);

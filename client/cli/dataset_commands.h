@@ -5,21 +5,17 @@
 #ifndef STOKER_CLIENT_CLI_DATASET_COMMANDS_H_
 #define STOKER_CLIENT_CLI_DATASET_COMMANDS_H_
 
-#include <functional>
-#include <string_view>
-
 #include "CLI/CLI.hpp"
-#include "absl/status/status.h"
+#include "server/dataset/field_kind.h"
 
 namespace stoker::cli {
 
 // Registers pack, verify and inspect on `app`. `validate_image` checks that
-// bytes are a decodable JPEG: pack runs it on every source file, verify on
-// every stored image when given --decode. It is called from several threads
-// at once.
-void AddDatasetCommands(
-    CLI::App& app,
-    std::function<absl::Status(std::string_view)> validate_image);
+// bytes are a decodable image and names its format: pack runs it on every
+// source file (and counts the formats in the manifest), verify on every
+// stored image when given --decode. It is called from several threads at
+// once.
+void AddDatasetCommands(CLI::App& app, dataset::ImageCheck validate_image);
 
 }  // namespace stoker::cli
 

@@ -1,5 +1,5 @@
-// What client.cc and stream.cc share: the client's connection, and the
-// status conversion.
+// What the client's files share: the client's connection, and the status
+// and dtype conversions.
 #ifndef STOKER_CLIENT_LIB_INTERNAL_H_
 #define STOKER_CLIENT_LIB_INTERNAL_H_
 
@@ -21,6 +21,10 @@ struct Client::Impl {
 };
 
 absl::Status FromGrpc(const grpc::Status& s);
+
+// The client's DType of a wire dtype; kUnknown for one this client does not
+// know (a newer daemon's).
+DType FromProto(v1::DType t);
 
 }  // namespace stoker
 

@@ -18,21 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-DType FromProto(v1::DType t) {
-  switch (t) {
-    case v1::DTYPE_UINT8:
-      return DType::kUint8;
-    case v1::DTYPE_INT64:
-      return DType::kInt64;
-    case v1::DTYPE_FLOAT16:
-      return DType::kFloat16;
-    case v1::DTYPE_FLOAT32:
-      return DType::kFloat32;
-    default:
-      return DType::kUnknown;
-  }
-}
-
 // The status of a call this client did not cancel. CANCELLED can only have
 // come from the other side: a daemon that stops cancels the calls still
 // open when its grace period ends, and one that is shutting down cancels

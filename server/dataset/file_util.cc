@@ -105,13 +105,16 @@ size_t Utf8SequenceLength(std::string_view s) {
 
 }  // namespace
 
-bool IsUtf8(std::string_view s) {
-  while (!s.empty()) {
-    const size_t n = Utf8SequenceLength(s);
-    if (n == 0) return false;
-    s.remove_prefix(n);
+bool IsUtf8(std::string_view s) { return Utf8PrefixLength(s) == s.size(); }
+
+size_t Utf8PrefixLength(std::string_view s) {
+  size_t good = 0;
+  while (good < s.size()) {
+    const size_t n = Utf8SequenceLength(s.substr(good));
+    if (n == 0) break;
+    good += n;
   }
-  return true;
+  return good;
 }
 
 std::string EscapeNonUtf8(std::string_view s) {

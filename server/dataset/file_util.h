@@ -26,6 +26,10 @@ absl::Status SyncDir(const std::string& dir);
 // Whether `s` is well-formed UTF-8 (what a JSON string can hold).
 bool IsUtf8(std::string_view s);
 
+// The length of the longest well-formed UTF-8 prefix of `s`: s.size() when
+// IsUtf8(s), else the offset of the first byte that breaks it.
+size_t Utf8PrefixLength(std::string_view s);
+
 // `s` with every byte that is not part of well-formed UTF-8 written as
 // \xHH, for messages: "caf\xe9".
 std::string EscapeNonUtf8(std::string_view s);

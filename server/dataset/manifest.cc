@@ -2,11 +2,14 @@
 
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <xxhash.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "server/dataset/file_util.h"
 
 namespace stoker::dataset {
@@ -19,9 +22,12 @@ class Parser {
  public:
   explicit Parser(std::string_view path) : path_(path.data(), path.size()) {}
 
-  absl::Status Error(absl::string_view key, absl::string_view msg) const {
+  // "manifest PATH: KEY: MSG"; `separator` ".", for a message that begins
+  // with the key below KEY (FieldKind::CheckSpec's), gives "KEY.MSG".
+  absl::Status Error(absl::string_view key, absl::string_view msg,
+                     absl::string_view separator = ": ") const {
     return absl::InvalidArgumentError(
-        absl::StrCat("manifest ", path_, ": ", key, ": ", msg));
+        absl::StrCat("manifest ", path_, ": ", key, separator, msg));
   }
 
   // `obj` (found at `key`, "" for the whole document) must be an object holding
@@ -79,7 +85,118 @@ class Parser {
   absl::string_view path_;  // Borrowed from ParseManifest's argument.
 };
 
-absl::Status ParseFields(const Parser& p, const Json& fields,
+// A format version 1 entry: {name, kind: bytes|int64, content_type}. A bytes
+// field whose content type is an image's is read as kind `image`, so every
+// dataset packed before version 2 reads as image + label.
+absl::Status ParseFieldV1(const Parser& p, const Json& f,
+                          const std::string& key, FieldSpec* spec) {
+  if (auto s = p.CheckObject(f, key, {"name", "kind"}, {"content_type"});
+      !s.ok()) {
+    return s;
+  }
+  std::string kind, content_type;
+  if (auto s = p.GetString(f, key, "name", &spec->name); !s.ok()) return s;
+  if (auto s = p.GetString(f, key, "kind", &kind); !s.ok()) return s;
+  if (auto s = p.GetString(f, key, "content_type", &content_type); !s.ok()) {
+    return s;
+  }
+  if (kind == "bytes") {
+    kind = absl::StartsWith(content_type, "image/") ? "image" : "bytes";
+  } else if (kind != "int64") {
+    return p.Error(key + ".kind", absl::StrCat("is '", kind,
+                                               "', expected bytes|int64 "
+                                               "(format version 1)"));
+  }
+  spec->kind = FieldKindRegistry::Global().Find(kind);
+  if (spec->kind == nullptr) {  // The kinds are linked whole (CMakeLists.txt).
+    return absl::InternalError(
+        absl::StrCat("field kind '", kind, "' is not registered"));
+  }
+  return spec->kind->CheckSpec(spec);
+}
+
+// A format version 2 entry: {name, kind, dtype, shape, max_length, formats}
+// (manifest.h says which keys each kind takes).
+absl::Status ParseFieldV2(const Parser& p, const Json& f,
+                          const std::string& key, FieldSpec* spec) {
+  if (auto s = p.CheckObject(f, key, {"name", "kind"},
+                             {"dtype", "shape", "max_length", "formats"});
+      !s.ok()) {
+    return s;
+  }
+  std::string kind;
+  if (auto s = p.GetString(f, key, "name", &spec->name); !s.ok()) return s;
+  if (auto s = p.GetString(f, key, "kind", &kind); !s.ok()) return s;
+  spec->kind = FieldKindRegistry::Global().Find(kind);
+  if (spec->kind == nullptr) {
+    return p.Error(
+        key + ".kind",
+        absl::StrCat("is '", kind, "', expected one of ",
+                     absl::StrJoin(FieldKindRegistry::Global().Names(), ", ")));
+  }
+  for (const char* k : {"dtype", "shape"}) {
+    if (spec->kind->declares_dtype() && !f.contains(k)) {
+      return p.Error(Parser::Join(key, k),
+                     absl::StrCat("missing (an ", kind, " field declares it)"));
+    }
+    if (!spec->kind->declares_dtype() && f.contains(k)) {
+      return p.Error(Parser::Join(key, k),
+                     absl::StrCat("a field of kind ", kind,
+                                  " has none (the kind implies it)"));
+    }
+  }
+  if (f.contains("dtype")) {
+    std::string dtype;
+    if (auto s = p.GetString(f, key, "dtype", &dtype); !s.ok()) return s;
+    const std::optional<tensor::DType> t = tensor::DTypeFromName(dtype);
+    if (!t.has_value()) {
+      return p.Error(key + ".dtype",
+                     absl::StrCat("is '", dtype, "', expected ",
+                                  std::string(tensor::DTypeNames())));
+    }
+    spec->dtype = *t;
+  }
+  if (f.contains("shape")) {
+    const Json& shape = f.at("shape");
+    if (!shape.is_array()) return p.Error(key + ".shape", "expected an array");
+    for (const Json& d : shape) {
+      if (!d.is_number_integer()) {
+        return p.Error(key + ".shape", "expected an array of integers");
+      }
+      spec->shape.push_back(d.get<int64_t>());
+    }
+  }
+  if (absl::Status s = spec->kind->CheckSpec(spec); !s.ok()) {
+    return p.Error(key, s.message(), ".");
+  }
+  if (f.contains("max_length")) {
+    if (spec->kind->passthrough(*spec) == FieldKind::Passthrough::kDense) {
+      return p.Error(key + ".max_length",
+                     "only a field of variable length has one");
+    }
+    if (auto s = p.GetUint(f, key, "max_length", &spec->max_length); !s.ok()) {
+      return s;
+    }
+  }
+  if (f.contains("formats")) {
+    const std::string formats_key = key + ".formats";
+    if (!spec->kind->spatial()) {
+      return p.Error(formats_key, "only an image field has them");
+    }
+    const Json& formats = f.at("formats");
+    if (!formats.is_object()) return p.Error(formats_key, "expected an object");
+    for (const auto& [name, count] : formats.items()) {
+      uint64_t n = 0;
+      if (auto s = p.GetUint(formats, formats_key, name.c_str(), &n); !s.ok()) {
+        return s;
+      }
+      spec->formats[name] = n;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseFields(const Parser& p, int version, const Json& fields,
                          std::vector<FieldSpec>* out) {
   if (!fields.is_array() || fields.empty()) {
     return p.Error("fields", "expected a non-empty array");
@@ -87,16 +204,9 @@ absl::Status ParseFields(const Parser& p, const Json& fields,
   std::set<std::string> names;
   for (size_t i = 0; i < fields.size(); ++i) {
     const std::string key = absl::StrCat("fields[", i, "]");
-    const Json& f = fields[i];
-    if (auto s = p.CheckObject(f, key, {"name", "kind"}, {"content_type"});
-        !s.ok()) {
-      return s;
-    }
     FieldSpec spec;
-    std::string kind;
-    if (auto s = p.GetString(f, key, "name", &spec.name); !s.ok()) return s;
-    if (auto s = p.GetString(f, key, "kind", &kind); !s.ok()) return s;
-    if (auto s = p.GetString(f, key, "content_type", &spec.content_type);
+    if (absl::Status s = version == 1 ? ParseFieldV1(p, fields[i], key, &spec)
+                                      : ParseFieldV2(p, fields[i], key, &spec);
         !s.ok()) {
       return s;
     }
@@ -104,14 +214,6 @@ absl::Status ParseFields(const Parser& p, const Json& fields,
     if (!names.insert(spec.name).second) {
       return p.Error(key + ".name",
                      absl::StrCat("duplicate field '", spec.name, "'"));
-    }
-    if (kind == "bytes") {
-      spec.kind = FieldKind::kBytes;
-    } else if (kind == "int64") {
-      spec.kind = FieldKind::kInt64;
-    } else {
-      return p.Error(key + ".kind",
-                     absl::StrCat("is '", kind, "', expected bytes|int64"));
     }
     out->push_back(std::move(spec));
   }
@@ -186,17 +288,22 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json,
   if (!version.is_number_integer()) {
     return p.Error("format_version", "expected an integer");
   }
-  if (version.get<int64_t>() != kFormatVersion) {
+  if (version.get<int64_t>() < kOldestFormatVersion ||
+      version.get<int64_t>() > kFormatVersion) {
     return p.Error("format_version",
                    absl::StrCat("is ", version.dump(), ", this build reads ",
-                                kFormatVersion));
+                                kOldestFormatVersion, " to ", kFormatVersion));
   }
+  m.format_version = version.get<int>();
   if (auto s = p.GetString(root, "", "name", &m.name); !s.ok()) return s;
   if (m.name.empty()) return p.Error("name", "is empty");
   if (auto s = p.GetUint(root, "", "num_samples", &m.num_samples); !s.ok()) {
     return s;
   }
-  if (auto s = ParseFields(p, root.at("fields"), &m.fields); !s.ok()) return s;
+  if (auto s = ParseFields(p, m.format_version, root.at("fields"), &m.fields);
+      !s.ok()) {
+    return s;
+  }
   if (root.contains("classes")) {
     const Json& classes = root.at("classes");
     if (!classes.is_array()) return p.Error("classes", "expected an array");
@@ -219,9 +326,18 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json,
 std::string SerializeManifest(const Manifest& m) {
   nlohmann::ordered_json fields = nlohmann::ordered_json::array();
   for (const FieldSpec& f : m.fields) {
-    fields.push_back({{"name", f.name},
-                      {"kind", f.kind == FieldKind::kInt64 ? "int64" : "bytes"},
-                      {"content_type", f.content_type}});
+    nlohmann::ordered_json field = {{"name", f.name},
+                                    {"kind", std::string(f.kind->name())}};
+    if (f.kind->declares_dtype()) {
+      field["dtype"] = std::string(tensor::DTypeName(f.dtype));
+      field["shape"] = f.shape;
+    }
+    if (f.kind->passthrough(f) != FieldKind::Passthrough::kDense &&
+        f.max_length > 0) {
+      field["max_length"] = f.max_length;
+    }
+    if (!f.formats.empty()) field["formats"] = f.formats;
+    fields.push_back(std::move(field));
   }
   nlohmann::ordered_json shards = nlohmann::ordered_json::array();
   for (const ShardInfo& s : m.shards) {
@@ -230,7 +346,7 @@ std::string SerializeManifest(const Manifest& m) {
                       {"num_samples", s.num_samples},
                       {"bytes", s.bytes}});
   }
-  const nlohmann::ordered_json root = {{"format_version", m.format_version},
+  const nlohmann::ordered_json root = {{"format_version", kFormatVersion},
                                        {"name", m.name},
                                        {"num_samples", m.num_samples},
                                        {"fields", fields},

@@ -4,12 +4,15 @@
 // ranges follow each other from 0 and add up to the dataset's num_samples.
 //
 //   {
-//     "format_version": 1,
+//     "format_version": 2,
 //     "name": "train",
 //     "num_samples": 3,
-//     "fields": [{"name": "image", "kind": "bytes", "content_type":
-//     "image/jpeg"},
-//                {"name": "label", "kind": "int64", "content_type": ""}],
+//     "fields": [
+//       {"name": "image", "kind": "image", "max_length": 48213,
+//        "formats": {"jpeg": 2, "png": 1}},
+//       {"name": "label", "kind": "int64"},
+//       {"name": "boxes", "kind": "ndarray", "dtype": "float32",
+//        "shape": [-1, 4], "max_length": 57}],
 //     "classes": ["cat", "dog"],
 //     "shards": [{"file": "shard-00000.lmdb", "first_id": 0,
 //                 "num_samples": 3, "bytes": 98304}],
@@ -17,8 +20,17 @@
 //     "source": "/data/raw/train"
 //   }
 //
-// "classes", "created" and "source" may be left out; every other key is
-// required and no other key is allowed.
+// A field's kind is one of FieldKindRegistry's (field_kind.h). "dtype" and
+// "shape" are required for a kind that declares them (ndarray) and refused
+// for the others; "max_length" (the longest value, in rows or bytes) is
+// written for a field of variable length, and "formats" for an image field,
+// and both may be left out. "classes", "created" and "source" may be left
+// out; every other key is required and no other key is allowed.
+//
+// Format version 1 (every dataset packed before typed fields) has fields
+// {"name", "kind": "bytes"|"int64", "content_type"}; ParseManifest reads it
+// into the same in-memory form, a bytes field whose content_type starts with
+// "image/" as kind image. The shards of both versions are the same.
 //
 // Thread-safe: every function is pure (ReadManifest reads a file).
 #ifndef STOKER_SERVER_DATASET_MANIFEST_H_
@@ -30,11 +42,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/dataset/record.h"
+#include "server/dataset/field_kind.h"
 
 namespace stoker::dataset {
 
-inline constexpr int kFormatVersion = 1;
+// The version SerializeManifest writes, and the oldest ParseManifest reads.
+inline constexpr int kFormatVersion = 2;
+inline constexpr int kOldestFormatVersion = 1;
 inline constexpr char kManifestFile[] = "manifest.json";
 
 struct ShardInfo {
@@ -45,6 +59,8 @@ struct ShardInfo {
 };
 
 struct Manifest {
+  // The version of the file it was read from; SerializeManifest writes
+  // kFormatVersion whatever this says.
   int format_version = kFormatVersion;
   std::string name;
   uint64_t num_samples = 0;
@@ -62,8 +78,9 @@ struct Manifest {
 absl::StatusOr<Manifest> ParseManifest(std::string_view json,
                                        std::string_view path_for_errors);
 
-// Pretty-printed JSON that ParseManifest accepts. Never throws: a string
-// that is not UTF-8 has its bad bytes replaced by U+FFFD.
+// Pretty-printed JSON of format version kFormatVersion that ParseManifest
+// accepts. Never throws: a string that is not UTF-8 has its bad bytes
+// replaced by U+FFFD.
 std::string SerializeManifest(const Manifest& m);
 
 // Which dataset this is, as 16 hex digits: xxh3-64 of SerializeManifest(m),

@@ -35,21 +35,32 @@ struct Scanned {
   uint64_t bytes = 0;
   uint64_t hash = 0;
   std::string reason;  // Why it is bad, when !ok.
+  std::string format;  // What PackOptions::validate named; may be empty.
 };
+
+Scanned Bad(std::string reason) {
+  Scanned s;
+  s.reason = std::move(reason);
+  return s;
+}
 
 Scanned Scan(const std::string& path, const PackOptions& o) {
   std::string data;
   if (absl::Status s = ReadFileToString(path, &data); !s.ok()) {
-    return {false, 0, 0, std::string(s.message())};
+    return Bad(std::string(s.message()));
   }
-  if (data.empty()) return {false, 0, 0, "empty file"};
-  if (data.size() > kMaxFileBytes) return {false, 0, 0, "larger than 4 GiB"};
+  if (data.empty()) return Bad("empty file");
+  if (data.size() > kMaxFileBytes) return Bad("larger than 4 GiB");
+  Scanned good;
   if (o.validate) {
-    if (absl::Status s = o.validate(data); !s.ok()) {
-      return {false, 0, 0, std::string(s.message())};
-    }
+    absl::StatusOr<std::string> format = o.validate(data);
+    if (!format.ok()) return Bad(std::string(format.status().message()));
+    good.format = *std::move(format);
   }
-  return {true, data.size(), XXH3_64bits(data.data(), data.size()), ""};
+  good.ok = true;
+  good.bytes = data.size();
+  good.hash = XXH3_64bits(data.data(), data.size());
+  return good;
 }
 
 // The samples of one shard: indices into the listing, in id order.
@@ -66,6 +77,7 @@ absl::StatusOr<uint64_t> WriteShard(const std::string& path,
                                     const ShardPlan& plan,
                                     const SourceListing& listing,
                                     const std::vector<Scanned>& scanned,
+                                    absl::Span<const FieldSpec> schema,
                                     ProgressCounter* progress) {
   // LMDB stores a large value on its own pages, so a record costs at most
   // its size plus one page plus node overhead; twice that, as address space
@@ -109,7 +121,15 @@ absl::StatusOr<uint64_t> WriteShard(const std::string& path,
                           absl::StrCat(source.path, ": ", read.message()));
     }
     const std::string label = EncodeInt64(source.label);
-    const std::string value = EncodeRecord({data, label});
+    const std::string_view values[] = {data, label};
+    for (size_t f = 0; f < schema.size(); ++f) {
+      if (absl::Status s = schema[f].kind->CheckContent(schema[f], values[f]);
+          !s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat(source.path, ": ", s.message()));
+      }
+    }
+    const std::string value = EncodeRecord(values);
     const std::string key = EncodeKey(plan.first_id + i);
     MDB_val k = ToVal(key), v = ToVal(value);
     if (int rc = mdb_put(txn.get(), dbi, &k, &v, MDB_APPEND); rc != 0) {
@@ -228,6 +248,23 @@ absl::StatusOr<ScanResult> ScanAll(const SourceListing& listing,
   return r;
 }
 
+// The schema of a pack from a folder or a list file: the file as `image`,
+// with the longest file as its max_length and the formats the scan named,
+// and the class as `label`.
+absl::StatusOr<std::vector<FieldSpec>> ImageLabelSchema(
+    const ScanResult& scan) {
+  absl::StatusOr<FieldSpec> image = MakeFieldSpec("image", "image");
+  if (!image.ok()) return image.status();
+  absl::StatusOr<FieldSpec> label = MakeFieldSpec("label", "int64");
+  if (!label.ok()) return label.status();
+  for (uint64_t i : scan.good) {
+    const Scanned& file = scan.scanned[i];
+    image->max_length = std::max(image->max_length, file.bytes);
+    if (!file.format.empty()) ++image->formats[file.format];
+  }
+  return std::vector<FieldSpec>{*std::move(image), *std::move(label)};
+}
+
 // Bytes of a record's value around its file: the label and the framing
 // (record.h).
 constexpr uint64_t kRecordOverhead = 8 + 4 + 2 * 4 + 8;
@@ -237,12 +274,10 @@ constexpr uint64_t kRecordOverhead = 8 + 4 + 2 * 4 + 8;
 // do not fit in the free space, and says how much is needed when a write
 // fails on a (then) full filesystem, where LMDB's short write reads only
 // "Input/output error".
-absl::StatusOr<std::vector<ShardInfo>> WriteShards(const std::string& dir,
-                                                   const std::string& dst,
-                                                   const SourceListing& listing,
-                                                   const ScanResult& scan,
-                                                   const PackOptions& o,
-                                                   int threads) {
+absl::StatusOr<std::vector<ShardInfo>> WriteShards(
+    const std::string& dir, const std::string& dst,
+    const SourceListing& listing, const ScanResult& scan,
+    absl::Span<const FieldSpec> schema, const PackOptions& o, int threads) {
   uint64_t total_bytes = 0;
   for (uint64_t i : scan.good) total_bytes += scan.scanned[i].bytes;
   const uint64_t auto_shards =
@@ -265,7 +300,7 @@ absl::StatusOr<std::vector<ShardInfo>> WriteShards(const std::string& dir,
     ProgressCounter progress(o.progress, "write", scan.good.size());
     ParallelFor(threads, count, [&](uint64_t s) {
       sizes[s] = WriteShard(absl::StrCat(dir, "/", plans[s].file), plans[s],
-                            listing, scan.scanned, &progress);
+                            listing, scan.scanned, schema, &progress);
     });
   }
   std::vector<ShardInfo> shards;
@@ -391,8 +426,10 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
         absl::StrCat("nothing to pack: all ", scan->skipped.size(),
                      " files in ", source, " were skipped"));
   }
+  absl::StatusOr<std::vector<FieldSpec>> schema = ImageLabelSchema(*scan);
+  if (!schema.ok()) return schema.status();
   absl::StatusOr<std::vector<ShardInfo>> shards =
-      WriteShards(tmp, dst, *listing, *scan, o, threads);
+      WriteShards(tmp, dst, *listing, *scan, *schema, o, threads);
   if (!shards.ok()) return shards.status();
 
   PackReport report;
@@ -400,8 +437,7 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   Manifest& m = report.manifest;
   m.name = name;
   m.num_samples = scan->good.size();
-  m.fields = {{"image", FieldKind::kBytes, "image/jpeg"},
-              {"label", FieldKind::kInt64, ""}};
+  m.fields = *std::move(schema);
   m.classes = listing->classes;
   m.shards = *std::move(shards);
   m.created = NowUtc();

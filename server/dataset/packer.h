@@ -1,6 +1,7 @@
 // Pack: turns a folder of small files (ImageFolder layout, or a list file of
 // `path,label` lines; see source_list.h) into a packed dataset: LMDB shards
-// plus a manifest (see manifest.h and record.h for the format).
+// plus a manifest (see manifest.h and record.h for the format) with two
+// fields, `image` (kind image) and `label` (int64).
 //
 // It runs in two passes. "scan" reads and checks every source file on a
 // thread pool, remembering only its size and hash. Ids are then assigned to
@@ -27,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/dataset/field_kind.h"
 #include "server/dataset/manifest.h"
 #include "server/dataset/parallel.h"
 #include "server/dataset/source_list.h"
@@ -53,9 +55,10 @@ struct PackOptions {
   // Replace an existing dataset at DST. A DST that is not a dataset (no
   // manifest.json) is never replaced.
   bool force = false;
-  // Checks one source file's bytes; empty accepts every non-empty file.
-  // Called from several threads at once.
-  std::function<absl::Status(std::string_view bytes)> validate;
+  // Checks one source file's bytes and names its image format, which the
+  // manifest counts (the image field's "formats"); empty accepts every
+  // non-empty file and counts no formats.
+  ImageCheck validate;
   // Called with the progress of each pass, from the packing threads, one
   // call at a time. May be empty.
   std::function<void(const PackProgress&)> progress;

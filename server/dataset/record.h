@@ -20,17 +20,9 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/dataset/field_kind.h"
 
 namespace stoker::dataset {
-
-enum class FieldKind : uint8_t { kBytes = 0, kInt64 = 1 };
-
-// One field of a dataset's schema.
-struct FieldSpec {
-  std::string name;
-  FieldKind kind = FieldKind::kBytes;
-  std::string content_type;  // "image/jpeg" for the image field, else empty.
-};
 
 // A decoded record. The views borrow the value buffer handed to
 // DecodeRecord and are valid only as long as it is.
@@ -47,20 +39,27 @@ std::string EncodeRecord(absl::Span<const std::string_view> fields);
 // record: the caller knows the shard and key and adds them.
 absl::StatusOr<RecordView> DecodeRecord(std::string_view value);
 
-// DataLoss unless `record` has one field per entry of `schema` and every
-// kInt64 field is 8 bytes, e.g. "field 'label' has 5 bytes, int64 needs 8".
+// DataLoss unless `record` has one field per entry of `schema` and each
+// value passes its kind's CheckValue (field_kind.h), e.g. "field 'label' has
+// 5 bytes, int64 needs 8". What every read checks.
 absl::Status CheckRecordSchema(const RecordView& record,
                                absl::Span<const FieldSpec> schema);
+
+// CheckRecordSchema with each kind's CheckContent instead: also what pack
+// checks once (a str is UTF-8, a bool array holds 0 and 1). What verify
+// checks.
+absl::Status CheckRecordContent(const RecordView& record,
+                                absl::Span<const FieldSpec> schema);
 
 // 8-byte big-endian sample id.
 std::string EncodeKey(uint64_t id);
 // DataLoss unless `key` is exactly 8 bytes.
 absl::StatusOr<uint64_t> DecodeKey(std::string_view key);
 
-// A kInt64 field: 8 bytes, little-endian two's complement.
+// An int64 field: 8 bytes, little-endian two's complement.
 std::string EncodeInt64(int64_t v);
 // REQUIRES: field.size() == 8, else the process aborts (Dataset::Read checks
-// this for kInt64 fields).
+// this for int64 fields).
 int64_t DecodeInt64(std::string_view field);
 
 }  // namespace stoker::dataset

@@ -6,7 +6,6 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/manifest.h"
@@ -52,8 +51,7 @@ void Step(void* arg) {
 class ShardChecker {
  public:
   ShardChecker(const std::string& dir, const Manifest& manifest,
-               const std::function<absl::Status(std::string_view)>& validate,
-               ProgressCounter* progress)
+               const ImageCheck& validate, ProgressCounter* progress)
       : dir_(dir),
         manifest_(manifest),
         validate_(validate),
@@ -190,15 +188,15 @@ class ShardChecker {
   absl::Status CheckRecord(std::string_view value) const {
     absl::StatusOr<RecordView> record = DecodeRecord(value);
     if (!record.ok()) return record.status();
-    if (absl::Status s = CheckRecordSchema(*record, manifest_.fields);
+    if (absl::Status s = CheckRecordContent(*record, manifest_.fields);
         !s.ok()) {
       return s;
     }
     if (!validate_) return absl::OkStatus();
     for (size_t i = 0; i < manifest_.fields.size(); ++i) {
       const FieldSpec& field = manifest_.fields[i];
-      if (!absl::StartsWith(field.content_type, "image/")) continue;
-      if (absl::Status s = validate_(record->fields[i]); !s.ok()) {
+      if (!field.kind->spatial()) continue;
+      if (absl::Status s = validate_(record->fields[i]).status(); !s.ok()) {
         return absl::Status(
             s.code(), absl::StrCat("field '", field.name, "': ", s.message()));
       }
@@ -208,7 +206,7 @@ class ShardChecker {
 
   const std::string& dir_;
   const Manifest& manifest_;
-  const std::function<absl::Status(std::string_view)>& validate_;
+  const ImageCheck& validate_;
   ProgressCounter* progress_;
 };
 
@@ -216,7 +214,7 @@ class ShardChecker {
 
 absl::StatusOr<VerifyReport> Verify(
     const std::string& dir, std::function<void(const PackProgress&)> progress,
-    std::function<absl::Status(std::string_view)> validate) {
+    ImageCheck validate) {
   absl::StatusOr<Manifest> manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   std::vector<VerifyReport> shards(manifest->shards.size());

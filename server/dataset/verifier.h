@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/dataset/field_kind.h"
 #include "server/dataset/parallel.h"
 
 namespace stoker::dataset {
@@ -28,14 +29,15 @@ struct VerifyReport {
 
 // Checks the dataset in `dir`: the manifest; each shard's file, size and
 // record count; every key (present, in its shard's range, none extra);
-// every record (checksum, framing, schema); and, if `validate` is given,
-// every field whose content type starts with "image/". Shards are checked
+// every record (checksum, framing, each value as pack checked it: its
+// kind's CheckContent); and, if `validate` is given, every spatial (image)
+// field, which `validate` decodes. Shards are checked
 // in parallel, one thread per core. `progress` (may be empty) is called one
 // call at a time. Returns an error status only if the manifest cannot be
 // read; every other problem goes into the report.
 absl::StatusOr<VerifyReport> Verify(
     const std::string& dir, std::function<void(const PackProgress&)> progress,
-    std::function<absl::Status(std::string_view)> validate);
+    ImageCheck validate);
 
 }  // namespace stoker::dataset
 

@@ -33,7 +33,7 @@
 #include "server/pipeline/image_plan.h"
 #include "server/pipeline/pixel_convert.h"
 #include "server/pipeline/sample_rng.h"
-#include "server/pipeline/tensor.h"
+#include "server/tensor/dtype.h"
 
 namespace stoker::pipeline {
 
@@ -121,7 +121,7 @@ class FormatOp {
 // elements of `dtype` in `layout`, at `data`. Borrowed for one Apply.
 struct TensorRef {
   uint8_t* data = nullptr;
-  DType dtype = DType::kUint8;
+  tensor::DType dtype = tensor::DType::kUint8;
   Layout layout = Layout::kHwc;
   int height = 0, width = 0, channels = 3;
 };

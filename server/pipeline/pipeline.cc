@@ -124,7 +124,7 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
                              int64_t max_decode_pixels, size_t num_fields,
                              std::vector<size_t> image_fields,
                              std::vector<size_t> int64_fields,
-                             std::vector<TensorSpec> outputs)
+                             std::vector<tensor::TensorSpec> outputs)
     : steps_(std::move(steps)),
       converter_(format),
       max_decode_pixels_(max_decode_pixels),
@@ -337,7 +337,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
 absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     absl::Span<const InputField> schema) const {
   std::vector<size_t> image_fields;
-  std::vector<TensorSpec> outputs;
+  std::vector<tensor::TensorSpec> outputs;
   for (const DecodeSpec& decode : steps_->decodes) {
     size_t index = schema.size();
     for (size_t i = 0; i < schema.size(); ++i) {
@@ -358,7 +358,7 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
   for (size_t i = 0; i < schema.size(); ++i) {
     if (schema[i].is_int64) {
       int64_fields.push_back(i);
-      outputs.push_back({schema[i].name, DType::kInt64, {}});
+      outputs.push_back({schema[i].name, tensor::DType::kInt64, {}});
     }
   }
   return absl::WrapUnique(new BoundPipeline(

@@ -42,7 +42,7 @@
 #include "server/pipeline/pixel_convert.h"
 #include "server/pipeline/registry.h"
 #include "server/pipeline/sample_rng.h"
-#include "server/pipeline/tensor.h"
+#include "server/tensor/tensor_spec.h"
 
 namespace stoker::pipeline {
 
@@ -76,7 +76,7 @@ class BoundPipeline {
   // Per sample: the decoded image ("image" unless decode_image names
   // another field), then each int64 field of the schema in order (shape
   // {}).
-  const std::vector<TensorSpec>& outputs() const { return outputs_; }
+  const std::vector<tensor::TensorSpec>& outputs() const { return outputs_; }
 
   // Turns one record's `fields` (in schema order) into the outputs: output
   // i goes to dst[i], which has outputs()[i].bytes() bytes and is aligned
@@ -93,7 +93,7 @@ class BoundPipeline {
                 const OutputFormat& format, int64_t max_decode_pixels,
                 size_t num_fields, std::vector<size_t> image_fields,
                 std::vector<size_t> int64_fields,
-                std::vector<TensorSpec> outputs);
+                std::vector<tensor::TensorSpec> outputs);
 
   // Shared with the Pipeline, so that a bound pipeline stays valid when
   // the config that made it is reloaded and the Pipeline destroyed.
@@ -104,7 +104,7 @@ class BoundPipeline {
   // The record field of each decoded image, in decode op order.
   const std::vector<size_t> image_fields_;
   const std::vector<size_t> int64_fields_;
-  const std::vector<TensorSpec> outputs_;
+  const std::vector<tensor::TensorSpec> outputs_;
 };
 
 class Pipeline {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/tensor/float16.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -93,11 +94,12 @@ std::vector<int64_t> ImageShape(const OutputFormat& format, int height,
 }
 
 absl::Status PixelConverter::Check(const OutputFormat& format) {
-  if (format.dtype != DType::kUint8 && format.dtype != DType::kFloat16 &&
-      format.dtype != DType::kFloat32) {
+  if (format.dtype != tensor::DType::kUint8 &&
+      format.dtype != tensor::DType::kFloat16 &&
+      format.dtype != tensor::DType::kFloat32) {
     return absl::InvalidArgumentError(
         absl::StrCat("image dtype must be uint8, float16 or float32, not ",
-                     std::string(DTypeName(format.dtype))));
+                     std::string(tensor::DTypeName(format.dtype))));
   }
   for (int c = 0; c < 3; ++c) {
     if (!std::isfinite(format.mean[c])) {
@@ -108,7 +110,7 @@ absl::Status PixelConverter::Check(const OutputFormat& format) {
       return absl::InvalidArgumentError(absl::StrCat(
           "std[", c, "] must be positive and finite, not ", format.std[c]));
     }
-    if (format.dtype == DType::kUint8 &&
+    if (format.dtype == tensor::DType::kUint8 &&
         (format.mean[c] != 0.0 || format.std[c] != 1.0)) {
       return absl::InvalidArgumentError(
           "dtype uint8 passes pixels through and takes no mean or std");
@@ -122,13 +124,14 @@ PixelConverter::PixelConverter(const OutputFormat& format) : format_(format) {
     for (int x = 0; x < 256; ++x) {
       const double v = (x / 255.0 - format.mean[c]) / format.std[c];
       lut32_[c][x] = static_cast<float>(v);
-      lut16_[c][x] = FloatToHalf(static_cast<float>(v));
+      lut16_[c][x] = tensor::FloatToHalf(static_cast<float>(v));
     }
   }
 }
 
 bool PixelConverter::is_passthrough() const {
-  return format_.dtype == DType::kUint8 && format_.layout == Layout::kHwc;
+  return format_.dtype == tensor::DType::kUint8 &&
+         format_.layout == Layout::kHwc;
 }
 
 void PixelConverter::Convert(const uint8_t* src, size_t stride, int width,
@@ -141,14 +144,14 @@ void PixelConverter::Convert(const uint8_t* src, size_t stride, int width,
     return;
   }
   switch (format_.dtype) {
-    case DType::kFloat32: {
+    case tensor::DType::kFloat32: {
       const TableMap<float> map{
           {lut32_[0].data(), lut32_[1].data(), lut32_[2].data()}};
       ConvertImage(src, stride, width, height, flip, format_.layout, map,
                    reinterpret_cast<float*>(dst));
       break;
     }
-    case DType::kFloat16: {
+    case tensor::DType::kFloat16: {
       const TableMap<uint16_t> map{
           {lut16_[0].data(), lut16_[1].data(), lut16_[2].data()}};
       ConvertImage(src, stride, width, height, flip, format_.layout, map,

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "server/pipeline/tensor.h"
+#include "server/tensor/dtype.h"
 
 namespace stoker::pipeline {
 
@@ -27,7 +27,7 @@ enum class Layout { kHwc, kChw };
 
 // How a pipeline writes its image output.
 struct OutputFormat {
-  DType dtype = DType::kUint8;
+  tensor::DType dtype = tensor::DType::kUint8;
   Layout layout = Layout::kHwc;
   std::array<double, 3> mean = {0.0, 0.0, 0.0};
   std::array<double, 3> std = {1.0, 1.0, 1.0};

@@ -30,7 +30,7 @@ std::unique_ptr<BatchBuffer> ReclaimBuffer(
   return buffer;
 }
 
-BatchLayout::BatchLayout(std::vector<pipeline::TensorSpec> per_sample,
+BatchLayout::BatchLayout(std::vector<tensor::TensorSpec> per_sample,
                          uint32_t batch_size)
     : specs_(std::move(per_sample)), batch_size_(batch_size) {}
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/pipeline/tensor.h"
+#include "server/tensor/tensor_spec.h"
 
 namespace stoker::service {
 
@@ -29,9 +29,9 @@ class BatchLayout {
  public:
   static constexpr size_t kAlignment = 64;
 
-  BatchLayout(std::vector<pipeline::TensorSpec> per_sample, uint32_t batch_size);
+  BatchLayout(std::vector<tensor::TensorSpec> per_sample, uint32_t batch_size);
 
-  const std::vector<pipeline::TensorSpec>& per_sample() const { return specs_; }
+  const std::vector<tensor::TensorSpec>& per_sample() const { return specs_; }
   uint32_t batch_size() const { return batch_size_; }
   // Byte offset of tensor t for a batch of n samples.
   size_t Offset(size_t t, uint32_t n) const;
@@ -44,7 +44,7 @@ class BatchLayout {
   }
 
  private:
-  const std::vector<pipeline::TensorSpec> specs_;
+  const std::vector<tensor::TensorSpec> specs_;
   const uint32_t batch_size_;
 };
 
@@ -119,7 +119,7 @@ class HeapBufferSource : public BufferSource {
 
 // One tensor of a finished batch: its spec with the batch dimension first.
 struct BatchTensor {
-  pipeline::TensorSpec spec;
+  tensor::TensorSpec spec;
   size_t offset = 0;
   size_t length = 0;
 };

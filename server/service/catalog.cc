@@ -54,15 +54,15 @@ absl::StatusOr<const pipeline::Pipeline*> Catalog::FindPipeline(
   return it->second.get();
 }
 
-std::vector<pipeline::TensorSpec> Catalog::OutputsOf(
+std::vector<tensor::TensorSpec> Catalog::OutputsOf(
     const pipeline::Pipeline& pipeline) const {
-  std::optional<std::vector<pipeline::TensorSpec>> agreed;
+  std::optional<std::vector<tensor::TensorSpec>> agreed;
   for (const auto& [name, ds] : datasets_) {
     auto bound = pipeline.Bind(InputSchema(ds->manifest()));
     if (!bound.ok()) continue;
-    const std::vector<pipeline::TensorSpec>& outputs = (*bound)->outputs();
-    const auto same = [](const std::vector<pipeline::TensorSpec>& a,
-                         const std::vector<pipeline::TensorSpec>& b) {
+    const std::vector<tensor::TensorSpec>& outputs = (*bound)->outputs();
+    const auto same = [](const std::vector<tensor::TensorSpec>& a,
+                         const std::vector<tensor::TensorSpec>& b) {
       return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                         [](const auto& x, const auto& y) {
                           return x.name == y.name && x.dtype == y.dtype &&
@@ -72,14 +72,16 @@ std::vector<pipeline::TensorSpec> Catalog::OutputsOf(
     if (agreed.has_value() && !same(*agreed, outputs)) return {};
     agreed = outputs;
   }
-  return agreed.value_or(std::vector<pipeline::TensorSpec>{});
+  return agreed.value_or(std::vector<tensor::TensorSpec>{});
 }
 
 std::vector<pipeline::InputField> InputSchema(const dataset::Manifest& m) {
   std::vector<pipeline::InputField> schema;
   for (const dataset::FieldSpec& f : m.fields) {
-    schema.push_back(
-        pipeline::InputField{f.name, f.kind == dataset::FieldKind::kInt64});
+    // An int64 scalar passes through as a label; step 3 of
+    // docs/pipeline-design.md passes the other kinds through too.
+    const bool is_int64 = f.dtype == tensor::DType::kInt64 && f.shape.empty();
+    schema.push_back(pipeline::InputField{f.name, is_int64});
   }
   return schema;
 }

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "server/dataset/dataset.h"
 #include "server/pipeline/pipeline.h"
+#include "server/tensor/tensor_spec.h"
 
 namespace stoker::service {
 
@@ -40,7 +41,7 @@ class Catalog {
   // The per-sample outputs of `pipeline` on the datasets it can run on, if
   // it runs on at least one and they all agree; else empty (the outputs
   // then depend on the dataset, and a stream's header says them).
-  std::vector<pipeline::TensorSpec> OutputsOf(
+  std::vector<tensor::TensorSpec> OutputsOf(
       const pipeline::Pipeline& pipeline) const;
 
  private:

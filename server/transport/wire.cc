@@ -1,5 +1,11 @@
 #include "server/transport/wire.h"
 
+#include <array>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
 namespace stoker::transport {
 
 service::StreamSpec ToSpec(const v1::OpenStream& open) {
@@ -24,21 +30,25 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   return spec;
 }
 
-v1::DType ToProto(pipeline::DType dtype) {
-  switch (dtype) {
-    case pipeline::DType::kUint8:
-      return v1::DTYPE_UINT8;
-    case pipeline::DType::kInt64:
-      return v1::DTYPE_INT64;
-    case pipeline::DType::kFloat16:
-      return v1::DTYPE_FLOAT16;
-    case pipeline::DType::kFloat32:
-      return v1::DTYPE_FLOAT32;
-  }
-  return v1::DTYPE_UNSPECIFIED;
+v1::DType ToProto(tensor::DType dtype) {
+  // The proto names each dtype DTYPE_<NAME> (server/tensor/dtype.h), so the
+  // table follows from the names; tests/tensor/dtype_pin_test.cc checks that
+  // none is missing.
+  static const auto* const table = [] {
+    auto* t = new std::array<v1::DType, tensor::kAllDTypes.size()>;
+    for (tensor::DType d : tensor::kAllDTypes) {
+      const std::string name = absl::StrCat(
+          "DTYPE_", absl::AsciiStrToUpper(std::string(tensor::DTypeName(d))));
+      v1::DType value;
+      (*t)[static_cast<size_t>(d)] =
+          v1::DType_Parse(name, &value) ? value : v1::DTYPE_UNSPECIFIED;
+    }
+    return t;
+  }();
+  return (*table)[static_cast<size_t>(dtype)];
 }
 
-void ToProto(const pipeline::TensorSpec& spec, v1::TensorSpec* out) {
+void ToProto(const tensor::TensorSpec& spec, v1::TensorSpec* out) {
   out->set_name(spec.name);
   out->set_dtype(ToProto(spec.dtype));
   for (int64_t d : spec.shape) out->add_shape(d);

@@ -83,6 +83,43 @@ TEST_F(DatasetTest, ReturnsTheCallbacksStatusNamingShardAndKey) {
                                       "\\.lmdb, key 0: stop"));
 }
 
+// Every read checks each value by its field's kind (sizes only; a str's
+// UTF-8 is pack's and verify's to check), naming the dataset, shard and key.
+TEST(TypedDatasetTest, ReadChecksEachValueByItsKindNamingShardAndKey) {
+  testing::ScopedTempDir tmp;
+  const std::vector<FieldSpec> schema = {
+      MakeArraySpec("tokens", tensor::DType::kInt32, {-1}).value(),
+      MakeFieldSpec("weight", "float32").value(),
+      MakeFieldSpec("caption", "str").value()};
+  const std::string ok_tokens(12, '\1');
+  ASSERT_TRUE(testing::WriteTypedDataset(tmp.path() + "/d", schema,
+                                         {{ok_tokens, "abcd", "caf\xc3\xa9"},
+                                          {"", "abcd", "caf\xe9"},
+                                          {std::string(6, '\0'), "abcd", ""},
+                                          {ok_tokens, "abc", ""}})
+                  .ok());
+  absl::StatusOr<std::unique_ptr<Dataset>> ds =
+      Dataset::Open("typed", tmp.path() + "/d");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->manifest().fields[0].kind->name(), "ndarray");
+  std::vector<std::string> seen;
+  const auto read = [&](uint64_t id) {
+    return (*ds)->Read(id, [&](const RecordView& r) {
+      seen.emplace_back(r.fields[2]);
+      return absl::OkStatus();
+    });
+  };
+  EXPECT_TRUE(read(0).ok());
+  EXPECT_TRUE(read(1).ok());  // No tokens; a caption pack would refuse.
+  EXPECT_EQ(read(2).ToString(),
+            "DATA_LOSS: dataset 'typed': shard shard-00000.lmdb, key 2: field "
+            "'tokens': 6 bytes is not whole rows of 4 bytes (int32 [-1])");
+  EXPECT_EQ(read(3).ToString(),
+            "DATA_LOSS: dataset 'typed': shard shard-00000.lmdb, key 3: field "
+            "'weight' has 3 bytes, float32 needs 4");
+  EXPECT_EQ(seen, (std::vector<std::string>{"caf\xc3\xa9", "caf\xe9"}));
+}
+
 TEST_F(DatasetTest, ReturnsDataLossNamingShardAndKeyAfterAByteFlipOnDisk) {
   ASSERT_TRUE(testing::CorruptRecordOnDisk(dir_, 8).ok());
   std::unique_ptr<Dataset> ds = OpenOrDie();

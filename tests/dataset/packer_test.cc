@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,9 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A stand-in for the pipeline's JPEG check: the start-of-image marker.
-absl::Status CheckJpegMagic(std::string_view bytes) {
-  if (bytes.substr(0, 3) == "\xff\xd8\xff") return absl::OkStatus();
+// A stand-in for the pipeline's image check: the start-of-image marker.
+absl::StatusOr<std::string> CheckJpegMagic(std::string_view bytes) {
+  if (bytes.substr(0, 3) == "\xff\xd8\xff") return "jpeg";
   return absl::InvalidArgumentError("not a JPEG");
 }
 
@@ -121,6 +122,43 @@ TEST_F(PackerTest, SkipsBadFilesAndReportsEachWithItsReason) {
   EXPECT_THAT(Entries(dst()), ElementsAre("manifest.json", "shard-00000.lmdb"));
 }
 
+TEST_F(PackerTest, WritesAnImageAndLabelSchemaWithFormatsAndMaxLength) {
+  PackOptions o = Options();
+  // The PNG lookalike passes as a "png", as the pipeline's check would name
+  // a real one.
+  o.validate = [](std::string_view bytes) -> absl::StatusOr<std::string> {
+    if (bytes.substr(1, 3) == "PNG") return "png";
+    return CheckJpegMagic(bytes);
+  };
+  absl::StatusOr<PackReport> report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  absl::StatusOr<Manifest> m = ReadManifest(dst());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->format_version, 2);
+  ASSERT_EQ(m->fields.size(), 2u);
+  const FieldSpec& image = m->fields[0];
+  EXPECT_EQ(image.name, "image");
+  EXPECT_EQ(image.kind->name(), "image");
+  const uint64_t longest = std::max<uint64_t>(
+      {Jpeg(0).size(), Jpeg(1).size(), Jpeg(2).size(), Jpeg(10).size(),
+       Jpeg(11).size(), testing::MakePngLookalike().size()});
+  EXPECT_EQ(image.max_length, longest);
+  EXPECT_EQ(image.formats,
+            (std::map<std::string, uint64_t>{{"jpeg", 5}, {"png", 1}}));
+  EXPECT_EQ(m->fields[1].name, "label");
+  EXPECT_EQ(m->fields[1].kind->name(), "int64");
+  EXPECT_EQ(SerializeManifest(*m), SerializeManifest(report->manifest));
+}
+
+TEST_F(PackerTest, CountsNoFormatsWithoutAnImageCheck) {
+  PackOptions o = Options();
+  o.validate = nullptr;
+  absl::StatusOr<PackReport> report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->manifest.num_samples, 6u);  // Only the empty file left.
+  EXPECT_TRUE(report->manifest.fields[0].formats.empty());
+}
+
 TEST_F(PackerTest, FailModeStopsAtABadFileAndLeavesNothingBehind) {
   PackOptions o = Options();
   o.on_error = OnError::kFail;
@@ -217,7 +255,7 @@ TEST_F(PackerTest, RefusesADestinationInsideTheSource) {
 
 TEST_F(PackerTest, NothingLeftToPackIsAnError) {
   PackOptions o = Options();
-  o.validate = [](std::string_view) {
+  o.validate = [](std::string_view) -> absl::StatusOr<std::string> {
     return absl::InvalidArgumentError("no");
   };
   const absl::Status s = Pack(o).status();

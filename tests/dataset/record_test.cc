@@ -63,8 +63,9 @@ TEST(RecordTest, ReturnsDataLossOnAppendedBytes) {
 }
 
 TEST(RecordTest, CheckRecordSchemaRejectsWrongFieldCountAndInt64Size) {
-  const std::vector<FieldSpec> schema = {{"image", FieldKind::kBytes, ""},
-                                         {"label", FieldKind::kInt64, ""}};
+  const std::vector<FieldSpec> schema = {
+      MakeFieldSpec("image", "image").value(),
+      MakeFieldSpec("label", "int64").value()};
   RecordView record;
   record.fields = {"jpeg"};
   EXPECT_EQ(CheckRecordSchema(record, schema).ToString(),
@@ -75,6 +76,29 @@ TEST(RecordTest, CheckRecordSchemaRejectsWrongFieldCountAndInt64Size) {
   const std::string label = EncodeInt64(1);
   record.fields = {"jpeg", label};
   EXPECT_TRUE(CheckRecordSchema(record, schema).ok());
+  record.fields = {"", label};
+  EXPECT_EQ(CheckRecordSchema(record, schema).ToString(),
+            "DATA_LOSS: field 'image': empty, no image bytes");
+}
+
+TEST(RecordTest, CheckRecordContentAlsoChecksWhatAReadDoesNot) {
+  const std::vector<FieldSpec> schema = {
+      MakeFieldSpec("caption", "str").value(),
+      MakeArraySpec("mask", tensor::DType::kBool, {2}).value()};
+  RecordView record;
+  record.fields = {"caf\xe9", std::string_view("\x01\x00", 2)};
+  EXPECT_TRUE(CheckRecordSchema(record, schema).ok());
+  EXPECT_EQ(CheckRecordContent(record, schema).ToString(),
+            "DATA_LOSS: field 'caption': not UTF-8 at byte 3 of 4 (a str "
+            "must be UTF-8; store other text as bytes)");
+  record.fields[0] = "caf\xc3\xa9";
+  EXPECT_TRUE(CheckRecordContent(record, schema).ok());
+  record.fields[1] = "\x01\x02";
+  EXPECT_EQ(CheckRecordContent(record, schema).ToString(),
+            "DATA_LOSS: field 'mask': byte 1 is 2; a bool is 0 or 1");
+  record.fields = {"x"};
+  EXPECT_EQ(CheckRecordContent(record, schema).ToString(),
+            "DATA_LOSS: record has 1 fields, the schema has 2");
 }
 
 TEST(RecordTest, KeysAreBigEndianSoByteOrderIsIdOrder) {

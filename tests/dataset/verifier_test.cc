@@ -72,6 +72,39 @@ TEST_F(VerifierTest, RunsValidateOnEveryImageWhenGiven) {
             "shard-00000.lmdb, key 0: field 'image': rejected 1");
 }
 
+TEST(TypedVerifierTest, ChecksEveryValueAsPackDoes) {
+  testing::ScopedTempDir tmp;
+  const std::vector<FieldSpec> schema = {
+      MakeFieldSpec("caption", "str").value(),
+      MakeArraySpec("mask", tensor::DType::kBool, {2}).value(),
+      MakeFieldSpec("label", "int64").value()};
+  const std::string label(8, '\0');
+  ASSERT_TRUE(
+      testing::WriteTypedDataset(tmp.path() + "/d", schema,
+                                 {{"good", std::string("\1\0", 2), label},
+                                  {"caf\xe9", std::string("\1\0", 2), label},
+                                  {"good", "\1\2", label},
+                                  {"good", "\1", label}})
+          .ok());
+  // No image field, so the image check never runs.
+  absl::StatusOr<VerifyReport> report =
+      Verify(tmp.path() + "/d", nullptr,
+             [](std::string_view) -> absl::StatusOr<std::string> {
+               return absl::InternalError("not an image field");
+             });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->records, 1u);
+  EXPECT_THAT(
+      report->errors,
+      ElementsAre("shard-00000.lmdb, key 1: field 'caption': not UTF-8 at "
+                  "byte 3 of 4 (a str must be UTF-8; store other text as "
+                  "bytes)",
+                  "shard-00000.lmdb, key 2: field 'mask': byte 1 is 2; a bool "
+                  "is 0 or 1",
+                  "shard-00000.lmdb, key 3: field 'mask' has 1 bytes, bool "
+                  "[2] needs 2"));
+}
+
 TEST_F(VerifierTest, ReturnsNotFoundWithoutAManifest) {
   EXPECT_EQ(Verify(tmp_.path(), nullptr, nullptr).status().code(),
             absl::StatusCode::kNotFound);

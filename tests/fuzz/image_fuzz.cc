@@ -74,7 +74,7 @@ void FuzzImageThroughPipelines(const char* target, const uint8_t* data,
     // Exactly-sized heap buffers, so ASan sees a write one byte past them.
     std::vector<std::unique_ptr<uint8_t[]>> buffers;
     std::vector<uint8_t*> dst;
-    for (const TensorSpec& spec : p.outputs()) {
+    for (const tensor::TensorSpec& spec : p.outputs()) {
       buffers.emplace_back(new uint8_t[spec.bytes()]);
       dst.push_back(buffers.back().get());
     }

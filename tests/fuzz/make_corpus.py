@@ -148,8 +148,24 @@ def manifests():
                if k not in ("classes", "created", "source")}
     gap = json.loads(json.dumps(good))
     gap["shards"][1]["first_id"] = 4
+    # Format version 2: typed fields, one of each kind.
+    v2 = dict(good, format_version=2, fields=[
+        {"name": "image", "kind": "image", "max_length": 48213,
+         "formats": {"jpeg": 4, "png": 1}},
+        {"name": "label", "kind": "int64"},
+        {"name": "weight", "kind": "float32"},
+        {"name": "target", "kind": "float64"},
+        {"name": "tokens", "kind": "ndarray", "dtype": "int32",
+         "shape": [-1], "max_length": 2048},
+        {"name": "boxes", "kind": "ndarray", "dtype": "float32",
+         "shape": [-1, 4]},
+        {"name": "embedding", "kind": "ndarray", "dtype": "float16",
+         "shape": [2, 3]},
+        {"name": "caption", "kind": "str", "max_length": 311},
+        {"name": "raw", "kind": "bytes"}])
     return {
         "good.json": json.dumps(good, indent=2).encode(),
+        "every-kind-v2.json": json.dumps(v2, indent=2).encode(),
         "minimal.json": json.dumps(minimal).encode(),
         "gap.json": json.dumps(gap).encode(),
         "escapes.json": json.dumps(dict(good, name="tr\u00e4in\n\"x\"")).encode(),

@@ -8,7 +8,11 @@
 // as it is.
 //
 // What must hold: DecodeRecord never reads out of bounds (ASan) and either
-// returns DataLoss or fields that re-encode to exactly the value it read.
+// returns DataLoss or fields that re-encode to exactly the value it read;
+// the field kinds' checks refuse only with DataLoss, and what pack checks
+// (CheckRecordContent) passes only what a read (CheckRecordSchema) passes.
+#include <xxhash.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -16,21 +20,49 @@
 #include <string_view>
 #include <vector>
 
-#include <xxhash.h>
-
 #include "absl/status/status.h"
 #include "server/dataset/record.h"
 
 namespace {
 
-using stoker::dataset::FieldKind;
 using stoker::dataset::FieldSpec;
+using stoker::dataset::MakeArraySpec;
+using stoker::dataset::MakeFieldSpec;
 
 void Check(bool ok, const char* what) {
   if (!ok) {
     fprintf(stderr, "fuzz_record: %s\n", what);
     abort();
   }
+}
+
+const std::vector<FieldSpec>& ImageLabel() {
+  static const auto* const schema =
+      new std::vector<FieldSpec>{MakeFieldSpec("image", "image").value(),
+                                 MakeFieldSpec("label", "int64").value()};
+  return *schema;
+}
+
+// One field of each kind, with a max_length where a kind has one.
+const std::vector<FieldSpec>& EveryKind() {
+  static const auto* const schema = [] {
+    using stoker::tensor::DType;
+    auto* out = new std::vector<FieldSpec>{
+        MakeFieldSpec("image", "image").value(),
+        MakeFieldSpec("label", "int64").value(),
+        MakeFieldSpec("weight", "float32").value(),
+        MakeFieldSpec("target", "float64").value(),
+        MakeArraySpec("tokens", DType::kInt32, {-1}).value(),
+        MakeArraySpec("mask", DType::kBool, {-1, 3}).value(),
+        MakeArraySpec("embedding", DType::kFloat16, {2, 2}).value(),
+        MakeFieldSpec("caption", "str").value(),
+        MakeFieldSpec("blob", "bytes").value()};
+    (*out)[0].max_length = 64;
+    (*out)[4].max_length = 4;
+    (*out)[7].max_length = 16;
+    return out;
+  }();
+  return *schema;
 }
 
 void FuzzValue(std::string_view value) {
@@ -44,9 +76,8 @@ void FuzzValue(std::string_view value) {
                                        record->fields.end());
   Check(stoker::dataset::EncodeRecord(fields) == value,
         "a decoded record does not re-encode to its bytes");
-  const FieldSpec schema[] = {{"image", FieldKind::kBytes, "image/jpeg"},
-                              {"label", FieldKind::kInt64, ""}};
-  absl::Status s = stoker::dataset::CheckRecordSchema(*record, schema);
+  const std::vector<FieldSpec>& image_label = ImageLabel();
+  absl::Status s = stoker::dataset::CheckRecordSchema(*record, image_label);
   if (s.ok()) {
     const int64_t label = stoker::dataset::DecodeInt64(fields[1]);
     Check(stoker::dataset::EncodeInt64(label) == fields[1],
@@ -54,6 +85,21 @@ void FuzzValue(std::string_view value) {
   } else {
     Check(absl::IsDataLoss(s), "a schema mismatch is not DataLoss");
   }
+  // The same fields under a schema with every kind, as many as there are:
+  // what pack checks implies what a read checks, and both refuse with
+  // DataLoss.
+  const std::vector<FieldSpec>& kinds = EveryKind();
+  std::vector<FieldSpec> schema;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    schema.push_back(kinds[i % kinds.size()]);
+  }
+  const absl::Status read = stoker::dataset::CheckRecordSchema(*record, schema);
+  const absl::Status packed =
+      stoker::dataset::CheckRecordContent(*record, schema);
+  Check(read.ok() || absl::IsDataLoss(read), "a read check is not DataLoss");
+  Check(packed.ok() || absl::IsDataLoss(packed),
+        "a content check is not DataLoss");
+  Check(read.ok() || !packed.ok(), "content passes what a read refuses");
 }
 
 }  // namespace
@@ -65,7 +111,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] & 1) {
     std::string value(rest);
     const uint64_t sum = XXH3_64bits(value.data(), value.size());
-    for (int i = 0; i < 8; ++i) value.push_back(static_cast<char>(sum >> (8 * i)));
+    for (int i = 0; i < 8; ++i)
+      value.push_back(static_cast<char>(sum >> (8 * i)));
     FuzzValue(value);
   } else {
     FuzzValue(rest);

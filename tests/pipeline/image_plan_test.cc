@@ -201,7 +201,7 @@ TEST(RenderImageTest, FusedDecodeMatchesFullDecodeCropResize) {
 // normalization torchvision does, flipped views and padding included.
 TEST(RenderImageTest, NormalizedChwIsTheUint8RenderNormalized) {
   OutputFormat format;
-  format.dtype = DType::kFloat32;
+  format.dtype = tensor::DType::kFloat32;
   format.layout = Layout::kChw;
   format.mean = {0.485, 0.456, 0.406};
   format.std = {0.229, 0.224, 0.225};

@@ -341,7 +341,7 @@ TEST(FormatOpsTest, NormalizeAndLayoutSetTheOutputFormat) {
       MakeOp("layout", {{"value", std::string("chw")}});
   ASSERT_THAT(layout, IsOk());
   As<FormatOp>(*layout).Apply(format);
-  EXPECT_EQ(format.dtype, DType::kFloat16);
+  EXPECT_EQ(format.dtype, tensor::DType::kFloat16);
   EXPECT_EQ(format.layout, Layout::kChw);
   EXPECT_EQ(format.mean[1], 0.4);
   EXPECT_EQ(format.std[2], 0.5);

@@ -68,7 +68,7 @@ class InvertOp final : public PixelOp {
 class ProbeTensorOp final : public TensorOp {
  public:
   absl::Status Check(const OutputFormat& format) const override {
-    if (format.dtype == DType::kFloat16) {
+    if (format.dtype == tensor::DType::kFloat16) {
       return absl::InvalidArgumentError("test_probe takes no float16");
     }
     return absl::OkStatus();
@@ -78,7 +78,7 @@ class ProbeTensorOp final : public TensorOp {
         out.layout == Layout::kChw
             ? (1 * static_cast<size_t>(out.height) + 2) * out.width + 3
             : (2 * static_cast<size_t>(out.width) + 3) * out.channels + 1;
-    if (out.dtype == DType::kFloat32) {
+    if (out.dtype == tensor::DType::kFloat32) {
       reinterpret_cast<float*>(out.data)[index] = 42.0f;
     } else {
       out.data[index] = 42;

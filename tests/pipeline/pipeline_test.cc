@@ -61,7 +61,7 @@ absl::StatusOr<std::vector<std::string>> RunOnce(const BoundPipeline& bound,
                                                  StageTimes* times = nullptr) {
   std::vector<std::string> outputs;
   std::vector<uint8_t*> dst;
-  for (const TensorSpec& spec : bound.outputs()) {
+  for (const tensor::TensorSpec& spec : bound.outputs()) {
     outputs.emplace_back(spec.bytes(), '\0');
   }
   for (std::string& out : outputs) {
@@ -93,7 +93,7 @@ TEST(PipelineCreateTest, KeepsNameAndOpNames) {
               ElementsAre("decode_jpeg", "random_resized_crop", "random_flip",
                           "normalize", "layout"));
   EXPECT_EQ((*pipeline)->out_height(), 64);
-  EXPECT_EQ((*pipeline)->format().dtype, DType::kFloat32);
+  EXPECT_EQ((*pipeline)->format().dtype, tensor::DType::kFloat32);
   EXPECT_EQ((*pipeline)->format().layout, Layout::kChw);
 }
 
@@ -177,13 +177,13 @@ TEST(PipelineBindTest, ReportsImageThenInt64Outputs) {
   ASSERT_THAT(pipeline, IsOk());
   auto bound = (*pipeline)->Bind(kSchema);
   ASSERT_THAT(bound, IsOk());
-  const std::vector<TensorSpec>& outputs = (*bound)->outputs();
+  const std::vector<tensor::TensorSpec>& outputs = (*bound)->outputs();
   ASSERT_EQ(outputs.size(), 2u);
   EXPECT_EQ(outputs[0].name, "image");
-  EXPECT_EQ(outputs[0].dtype, DType::kFloat16);
+  EXPECT_EQ(outputs[0].dtype, tensor::DType::kFloat16);
   EXPECT_THAT(outputs[0].shape, ElementsAre(3, 64, 64));
   EXPECT_EQ(outputs[1].name, "label");
-  EXPECT_EQ(outputs[1].dtype, DType::kInt64);
+  EXPECT_EQ(outputs[1].dtype, tensor::DType::kInt64);
   EXPECT_TRUE(outputs[1].shape.empty());
 }
 

@@ -1,17 +1,18 @@
 #include "server/pipeline/pixel_convert.h"
 
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/pipeline/tensor.h"
+#include "server/tensor/float16.h"
 #include "tests/pipeline/status_matchers.h"
 
 namespace stoker::pipeline {
 namespace {
+
+using ::stoker::tensor::DType;
 
 using ::stoker::pipeline::testing::IsOk;
 using ::stoker::pipeline::testing::StatusIs;
@@ -82,7 +83,7 @@ TEST(PixelConverterTest, Float16HoldsTheRoundedNormalizedValue) {
         const double v =
             (Pixel(y, x, c) / 255.0 - format.mean[c]) / format.std[c];
         ASSERT_EQ(out[Index(Layout::kChw, y, x, c)],
-                  FloatToHalf(static_cast<float>(v)));
+                  tensor::FloatToHalf(static_cast<float>(v)));
       }
     }
   }
@@ -145,56 +146,6 @@ TEST(ImageShapeTest, FollowsTheLayout) {
   EXPECT_THAT(ImageShape(format, 224, 160), ElementsAre(224, 160, 3));
   format.layout = Layout::kChw;
   EXPECT_THAT(ImageShape(format, 224, 160), ElementsAre(3, 224, 160));
-}
-
-TEST(FloatToHalfTest, EncodesExactValues) {
-  EXPECT_EQ(FloatToHalf(0.0f), 0x0000);
-  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
-  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
-  EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
-  EXPECT_EQ(FloatToHalf(0.5f), 0x3800);
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);               // Largest half.
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);  // Smallest normal.
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // Smallest subnormal.
-  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -24)), 0x0003);
-}
-
-TEST(FloatToHalfTest, RoundsToNearestEven) {
-  // 1 + 2^-11 is half way between 1 and 1 + 2^-10: ties go to even (1).
-  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);
-  // 1 + 3 * 2^-11 is half way between mantissas 1 and 2: goes to 2.
-  EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
-  // Just above half way rounds up.
-  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)),
-            0x3C01);
-  // A mantissa carry moves to the next binade: 2047/1024 -> 2.
-  EXPECT_EQ(FloatToHalf(2.0f - std::ldexp(1.0f, -12)), 0x4000);
-  // Subnormal ties: 2^-25 is half of the smallest subnormal -> 0;
-  // 3 * 2^-25 is 1.5 subnormals -> 2 (even).
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);
-  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -30)), 0x0000);
-}
-
-TEST(FloatToHalfTest, OverflowsToInfinityAndKeepsNan) {
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // Rounds past the largest.
-  EXPECT_EQ(FloatToHalf(1e10f), 0x7C00);
-  EXPECT_EQ(FloatToHalf(-1e10f), 0xFC00);
-  EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7C00);
-  const uint16_t nan = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
-  EXPECT_EQ(nan & 0x7C00, 0x7C00);
-  EXPECT_NE(nan & 0x03FF, 0);
-}
-
-TEST(DTypeTest, SizesAndNames) {
-  EXPECT_EQ(DTypeSize(DType::kUint8), 1u);
-  EXPECT_EQ(DTypeSize(DType::kFloat16), 2u);
-  EXPECT_EQ(DTypeSize(DType::kFloat32), 4u);
-  EXPECT_EQ(DTypeSize(DType::kInt64), 8u);
-  EXPECT_EQ(DTypeName(DType::kFloat16), "float16");
-  EXPECT_EQ((TensorSpec{"image", DType::kFloat32, {3, 224, 224}}).bytes(),
-            3u * 224 * 224 * 4);
-  EXPECT_EQ((TensorSpec{"label", DType::kInt64, {}}).bytes(), 8u);
 }
 
 }  // namespace

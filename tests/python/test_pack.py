@@ -134,3 +134,19 @@ def test_pack_refuses_at_once_when_the_files_alone_do_not_fit(tmp_path,
     assert out.returncode == 1, out.stderr
     assert "no space left on the filesystem of" in out.stderr, out.stderr
     assert list(tiny_tmpfs.iterdir()) == []
+
+
+def test_inspect_shows_each_fields_kind_and_the_image_formats(tmp_path):
+    src = make_images(tmp_path / "src", 4, classes=2)
+    run([STOKER, "pack", src, tmp_path / "ds"])
+    info = json.loads(run([STOKER, "inspect", tmp_path / "ds", "--json"]).stdout)
+    assert info["format_version"] == 2
+    image, label = info["fields"]
+    longest = max(p.stat().st_size for p in src.rglob("*.jpg"))
+    assert image == {"name": "image", "kind": "image", "max_length": longest,
+                     "formats": {"jpeg": 4}}
+    assert label == {"name": "label", "kind": "int64"}
+    text = run([STOKER, "inspect", tmp_path / "ds"]).stdout
+    assert "format   2\n" in text
+    assert (f"fields   image (image, max_length {longest}, formats jpeg 4), "
+            "label (int64)\n") in text

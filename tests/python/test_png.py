@@ -211,6 +211,8 @@ def test_png_named_jpeg_in_an_imagefolder_packs_and_streams(tmp_path):
     info = json.loads(run([STOKER, "inspect", tmp_path / "ds",
                            "--json"]).stdout)
     assert info["num_samples"] == 8
+    # Counted by content: the two .JPEG files are PNGs.
+    assert info["fields"][0]["formats"] == {"jpeg": 6, "png": 2}
     run([STOKER, "verify", tmp_path / "ds", "--decode"])
     daemon = serve(tmp_path, tmp_path / "ds", """\
   val:

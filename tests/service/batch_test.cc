@@ -9,8 +9,8 @@
 namespace stoker::service {
 namespace {
 
-using pipeline::DType;
-using pipeline::TensorSpec;
+using tensor::DType;
+using tensor::TensorSpec;
 
 BatchLayout TwoTensorLayout(uint32_t batch_size) {
   return BatchLayout({TensorSpec{"image", DType::kUint8, {3, 5}},

@@ -12,7 +12,10 @@
 #include "absl/strings/str_format.h"
 #include "server/dataset/dataset.h"
 #include "server/dataset/file_util.h"
+#include "server/dataset/lmdb_util.h"
+#include "server/dataset/manifest.h"
 #include "server/dataset/packer.h"
+#include "server/dataset/record.h"
 #include "tests/testing/images.h"
 
 namespace stoker::testing {
@@ -70,6 +73,55 @@ absl::StatusOr<std::string> MakeTestDataset(const std::string& parent_dir,
   absl::StatusOr<dataset::PackReport> report = dataset::Pack(options);
   if (!report.ok()) return report.status();
   return options.dst;
+}
+
+absl::Status WriteTypedDataset(
+    const std::string& dir, const std::vector<dataset::FieldSpec>& schema,
+    const std::vector<std::vector<std::string>>& records) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir));
+  const std::string file = "shard-00000.lmdb";
+  const std::string path = absl::StrCat(dir, "/", file);
+  size_t bytes = 0;
+  for (const auto& r : records) {
+    for (const std::string& v : r) bytes += v.size() + 4096;
+  }
+  {
+    absl::StatusOr<dataset::EnvPtr> env =
+        dataset::CreateShardForWrite(path, ((2 * bytes >> 20) + 2) << 20);
+    if (!env.ok()) return env.status();
+    MDB_txn* txn = nullptr;
+    MDB_dbi dbi = 0;
+    if (int rc = mdb_txn_begin(env->get(), nullptr, 0, &txn); rc != 0) {
+      return dataset::LmdbError(rc, path);
+    }
+    dataset::TxnPtr owned(txn);
+    if (int rc = mdb_dbi_open(txn, nullptr, MDB_CREATE, &dbi); rc != 0) {
+      return dataset::LmdbError(rc, path);
+    }
+    for (size_t i = 0; i < records.size(); ++i) {
+      const std::vector<std::string_view> fields(records[i].begin(),
+                                                 records[i].end());
+      const std::string key = dataset::EncodeKey(i);
+      const std::string value = dataset::EncodeRecord(fields);
+      MDB_val k = dataset::ToVal(key), v = dataset::ToVal(value);
+      if (int rc = mdb_put(txn, dbi, &k, &v, MDB_APPEND); rc != 0) {
+        return dataset::LmdbError(rc, path);
+      }
+    }
+    if (int rc = mdb_txn_commit(owned.release()); rc != 0) {
+      return dataset::LmdbError(rc, path);
+    }
+  }
+  dataset::Manifest m;
+  m.name = "typed";
+  m.num_samples = records.size();
+  m.fields = schema;
+  m.shards = {{file, 0, records.size(), fs::file_size(path, ec)}};
+  if (ec) return absl::InternalError(absl::StrCat("cannot stat ", path));
+  return WriteTestFile(absl::StrCat(dir, "/", dataset::kManifestFile),
+                       dataset::SerializeManifest(m));
 }
 
 absl::Status CorruptRecordOnDisk(const std::string& dataset_dir, uint64_t id) {

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/dataset/field_kind.h"
 
 namespace stoker::testing {
 
@@ -44,6 +46,14 @@ absl::Status WriteTestFile(const std::string& path, std::string_view bytes);
 absl::StatusOr<std::string> MakeTestDataset(const std::string& parent_dir,
                                             int num_samples, int num_classes,
                                             int shards, uint32_t seed);
+
+// Writes a dataset named "typed" of `schema` into `dir` (created), one
+// shard holding `records` (record i has id i, one value per schema field),
+// with a format version 2 manifest. The values are stored as given, not
+// checked: tests of the readers' checks make bad ones on purpose.
+absl::Status WriteTypedDataset(
+    const std::string& dir, const std::vector<dataset::FieldSpec>& schema,
+    const std::vector<std::vector<std::string>>& records);
 
 // Flips one byte in the middle of record `id`'s first field inside its shard
 // file, as disk corruption would, leaving the file's size and every other

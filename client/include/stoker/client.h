@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,7 +32,28 @@
 
 namespace stoker {
 
-enum class DType { kUnknown, kUint8, kInt64, kFloat16, kFloat32 };
+// The element type of a tensor, little-endian. kUnknown: a dtype this
+// client is older than. New dtypes are added at the end, so the values of
+// the others stay.
+enum class DType {
+  kUnknown,
+  kUint8,
+  kInt64,
+  kFloat16,
+  kFloat32,
+  kFloat64,
+  kInt32,
+  kInt16,
+  kInt8,
+  kUint16,
+  kBool,  // One byte, 0 or 1.
+};
+
+// numpy's name of `t` ("uint8", "float32", "bool"); "unknown" for kUnknown.
+std::string_view DTypeName(DType t);
+
+// Bytes per element; 0 for kUnknown.
+size_t DTypeSize(DType t);
 
 // A tensor of a batch, borrowed from the Batch that holds it.
 struct TensorView {

@@ -40,12 +40,18 @@ Array = npt.NDArray[Any]
 # What Transport.arrays returns: the batch's arrays by name, and their owner.
 Arrays = Tuple[Dict[str, Array], Optional["npt.NDArray[np.uint8]"]]
 
-DTYPES: Dict[int, "np.dtype[Any]"] = {
-    pb.DTYPE_UINT8: np.dtype(np.uint8),
-    pb.DTYPE_INT64: np.dtype("<i8"),
-    pb.DTYPE_FLOAT16: np.dtype("<f2"),
-    pb.DTYPE_FLOAT32: np.dtype("<f4"),
-}
+
+
+def _numpy_dtypes() -> Dict[int, "np.dtype[Any]"]:
+    """The numpy dtype of each DType, derived from its name so that the two
+    cannot drift: DTYPE_FLOAT32 is numpy's float32, little-endian (the byte
+    order of every tensor the daemon sends, whatever this host's)."""
+    return {value: np.dtype(name[len("DTYPE_"):].lower()).newbyteorder("<")
+            for name, value in pb.DType.items()
+            if value != pb.DTYPE_UNSPECIFIED}
+
+
+DTYPES: Dict[int, "np.dtype[Any]"] = _numpy_dtypes()
 
 NAMES: Dict[int, str] = {
     pb.TRANSPORT_UNSPECIFIED: "grpc",

@@ -33,12 +33,12 @@ absl::StatusOr<AnyOp> MakeNormalize(const OpArgs& args) {
   OutputFormat format;
   const std::string& dtype = *FindArg<std::string>(args, "dtype");
   if (dtype == "float32") {
-    format.dtype = DType::kFloat32;
+    format.dtype = tensor::DType::kFloat32;
   } else if (dtype == "float16") {
-    format.dtype = DType::kFloat16;
+    format.dtype = tensor::DType::kFloat16;
   } else {
     // ResolveArgs let only the declared choices through.
-    format.dtype = DType::kUint8;
+    format.dtype = tensor::DType::kUint8;
   }
   const auto* mean = FindArg<std::vector<double>>(args, "mean");
   const auto* std = FindArg<std::vector<double>>(args, "std");

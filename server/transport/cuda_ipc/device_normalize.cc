@@ -7,7 +7,7 @@
 #endif
 
 #include "server/cuda/cuda_probe.h"
-#include "server/pipeline/tensor.h"
+#include "server/tensor/float16.h"
 #include "server/transport/cuda_ipc/normalize_pixel.h"
 
 namespace stoker::transport {
@@ -91,7 +91,7 @@ NormalizeTable::NormalizeTable(const NormalizePlan& plan) {
           static_cast<float>((x / 255.0 - plan.mean[c]) / plan.std[c]);
       switch (plan.dtype) {
         case DeviceDType::kFloat16:
-          entry = pipeline::FloatToHalf(v);
+          entry = tensor::FloatToHalf(v);
           break;
         case DeviceDType::kBFloat16:
           entry = FloatToBFloat16(v);

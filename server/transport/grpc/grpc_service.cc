@@ -35,7 +35,7 @@ grpc::ServerUnaryReactor* GrpcService::ListPipelines(
     v1::PipelineInfo* info = response->add_pipelines();
     info->set_name(name);
     for (const std::string& op : p->op_names()) info->add_ops(op);
-    for (const pipeline::TensorSpec& t : catalog->OutputsOf(*p)) {
+    for (const tensor::TensorSpec& t : catalog->OutputsOf(*p)) {
       ToProto(t, info->add_outputs());
     }
   }

@@ -144,7 +144,7 @@ absl::StatusOr<std::shared_ptr<Delivery>> StreamReactor::SetUp(
   header->set_share_refused(opened.share_refused);
   header->set_ack_list(true);
   *header->mutable_start() = open.start();
-  for (const pipeline::TensorSpec& t : stream.layout().per_sample()) {
+  for (const tensor::TensorSpec& t : stream.layout().per_sample()) {
     ToProto(t, header->add_outputs());
   }
   OpenContext context{open, opened, {}};

@@ -1,42 +1,8 @@
-#include "server/pipeline/tensor.h"
+#include "server/tensor/float16.h"
 
 #include <cstring>
 
-namespace stoker::pipeline {
-
-size_t DTypeSize(DType t) {
-  switch (t) {
-    case DType::kUint8:
-      return 1;
-    case DType::kFloat16:
-      return 2;
-    case DType::kFloat32:
-      return 4;
-    case DType::kInt64:
-      return 8;
-  }
-  return 0;
-}
-
-std::string_view DTypeName(DType t) {
-  switch (t) {
-    case DType::kUint8:
-      return "uint8";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kInt64:
-      return "int64";
-  }
-  return "unknown";
-}
-
-size_t TensorSpec::bytes() const {
-  size_t elements = 1;
-  for (int64_t d : shape) elements *= static_cast<size_t>(d);
-  return elements * DTypeSize(dtype);
-}
+namespace stoker::tensor {
 
 uint16_t FloatToHalf(float value) {
   uint32_t bits;
@@ -72,4 +38,4 @@ uint16_t FloatToHalf(float value) {
   return sign | static_cast<uint16_t>(result);
 }
 
-}  // namespace stoker::pipeline
+}  // namespace stoker::tensor
