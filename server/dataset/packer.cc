@@ -465,9 +465,12 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   absl::StatusOr<ScanResult> scan = ScanAll(*importer, *listing, o, threads);
   if (!scan.ok()) return scan.status();
   if (scan->good.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nothing to pack: all ", scan->skipped.size(),
-                     " files in ", source, " were skipped"));
+    // Say why, at least for the first: the report that lists them all
+    // never comes.
+    const SkippedFile& first = scan->skipped.front();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nothing to pack: all ", scan->skipped.size(), " samples in ", source,
+        " were skipped; the first, ", first.path, ": ", first.reason));
   }
   std::vector<FieldSpec> schema = CompleteSchema(listing->schema, *scan);
   absl::StatusOr<std::vector<ShardInfo>> shards =
