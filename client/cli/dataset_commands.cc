@@ -67,7 +67,7 @@ class ProgressBar {
                  tty_ ? "\r" : "", phase_.c_str(),
                  static_cast<unsigned long long>(p.done),
                  static_cast<unsigned long long>(p.total), percent, rate,
-                 phase_ == "verify" ? "records" : "files",
+                 phase_ == "verify" ? "records" : "samples",
                  FormatBytes(p.bytes).c_str(), tty_ ? "\x1b[K" : "\n");
     line_open_ = tty_;
   }

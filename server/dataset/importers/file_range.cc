@@ -55,31 +55,49 @@ absl::StatusOr<std::vector<std::string>> ExpandShardFiles(
   return files;
 }
 
-absl::Status ReadRange(const std::string& path, uint64_t offset,
-                       uint64_t size, std::string* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "cannot open");
+namespace {
+
+absl::Status PreadAll(int fd, uint64_t offset, uint64_t size,
+                      std::string* out) {
   out->resize(size);
   uint64_t done = 0;
   while (done < size) {
     const ssize_t n = ::pread(fd, out->data() + done, size - done,
                               static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return absl::ErrnoToStatus(err, "cannot read");
-    }
+    if (n < 0) return absl::ErrnoToStatus(errno, "cannot read");
     if (n == 0) {
-      ::close(fd);
       return absl::DataLossError(absl::StrCat(
           "truncated: ", size, " bytes at offset ", offset, " wanted, ",
           done, " there"));
     }
     done += static_cast<uint64_t>(n);
   }
-  ::close(fd);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+RangeFile::~RangeFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status RangeFile::Open(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) return absl::ErrnoToStatus(errno, "cannot open");
+  return absl::OkStatus();
+}
+
+absl::Status RangeFile::Read(uint64_t offset, uint64_t size,
+                             std::string* out) const {
+  return PreadAll(fd_, offset, size, out);
+}
+
+absl::Status ReadRange(const std::string& path, uint64_t offset,
+                       uint64_t size, std::string* out) {
+  RangeFile file;
+  if (absl::Status s = file.Open(path); !s.ok()) return s;
+  return file.Read(offset, size, out);
 }
 
 }  // namespace stoker::dataset

@@ -18,6 +18,24 @@ namespace stoker::dataset {
 absl::StatusOr<std::vector<std::string>> ExpandShardFiles(
     const std::string& src, std::string_view suffix);
 
+// One file open for reads of byte ranges, for listing a shard's headers
+// without an open per header. Thread-compatible.
+class RangeFile {
+ public:
+  RangeFile() = default;
+  RangeFile(const RangeFile&) = delete;
+  RangeFile& operator=(const RangeFile&) = delete;
+  ~RangeFile();
+
+  // An errno status naming no path.
+  absl::Status Open(const std::string& path);
+  // As ReadRange. REQUIRES: Open returned OK.
+  absl::Status Read(uint64_t offset, uint64_t size, std::string* out) const;
+
+ private:
+  int fd_ = -1;
+};
+
 // Reads `size` bytes at `offset` of `path` into `out`. DataLoss if the
 // file is shorter (truncated since it was listed), an errno status
 // otherwise; messages do not name the path.

@@ -90,11 +90,17 @@ class TfRecordImporter final : public Importer {
       std::error_code ec;
       const uint64_t size = std::filesystem::file_size(path, ec);
       if (ec) return absl::NotFoundError(absl::StrCat("cannot stat ", path));
-      absl::StatusOr<TfRecordListing> records = ListTfRecords(
-          [&path](uint64_t off, uint64_t n, std::string* o) {
-            return ReadRange(path, off, n, o);
-          },
-          size);
+      RangeFile file;
+      absl::StatusOr<TfRecordListing> records = absl::UnknownError("");
+      if (absl::Status opened = file.Open(path); !opened.ok()) {
+        records = opened;
+      } else {
+        records = ListTfRecords(
+            [&file](uint64_t off, uint64_t n, std::string* o) {
+              return file.Read(off, n, o);
+            },
+            size);
+      }
       if (!records.ok()) {
         return absl::Status(records.status().code(),
                             absl::StrCat(path, ": ", records.status().message()));
