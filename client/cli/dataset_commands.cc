@@ -116,9 +116,9 @@ int RunPack(const PackFlags& flags, const dataset::ImageCheck& validate) {
     std::fprintf(stderr, "stoker pack: --list FILE is --from list FILE\n");
     return 2;
   }
-  std::vector<dataset::FieldSpec> fields;
+  std::vector<dataset::FieldFlag> fields;
   for (const std::string& flag : flags.fields) {
-    absl::StatusOr<dataset::FieldSpec> f = dataset::ParseFieldFlag(flag);
+    absl::StatusOr<dataset::FieldFlag> f = dataset::ParseFieldFlag(flag);
     if (!f.ok()) {
       PrintError("pack", f.status());
       return 2;
@@ -292,18 +292,20 @@ void AddDatasetCommands(CLI::App& app, dataset::ImageCheck validate_image) {
       ->option_text("FILE");
   pack->add_option(
           "--field", pack_flags->fields,
-          "A typed field, repeatable: NAME:KIND with KIND one of image, "
+          "A typed field, repeatable: NAME[=SOURCE]:KIND with KIND one of "
+          "image, "
           "int64, float32, float64, str, bytes, or NAME:ndarray:DTYPE:SHAPE "
           "with DTYPE bool, uint8, int8, uint16, int16, int32, int64, "
           "float16, float32 or float64 and SHAPE's dimensions joined by 'x', "
           "only the first may be -1 (tokens:ndarray:int32:-1, "
-          "boxes:ndarray:float32:-1x4, emb:ndarray:float16:512). With --from "
-          "list: the manifest's columns, in record order; an image or bytes "
-          "cell is a path relative to the manifest's folder, the others "
-          "inline text (an ndarray as numbers, e.g. a JSON array). With "
-          "webdataset: the members of extension NAME (or retypes image, "
-          "label, npy). With tfrecord: the feature NAME (or retypes image, "
-          "label)")
+          "boxes:ndarray:float32:-1x4, emb:ndarray:float16:512). SOURCE "
+          "(default NAME) is what the field reads: with --from list the "
+          "manifest's column, fields in flag order; an image or bytes cell "
+          "is a path relative to the manifest's folder, the others inline "
+          "text (an ndarray as numbers, e.g. a JSON array). With webdataset "
+          "a member extension (class=cls:int64 renames label; "
+          "label:float32 retypes it). With tfrecord a feature key "
+          "(xmin=image/object/bbox/xmin:ndarray:float32:-1)")
       ->option_text("SPEC");
   pack->add_option("--shards", pack_flags->shards,
                    "Number of shard files; 0 (default) makes one per 256 MiB "

@@ -236,7 +236,8 @@ def test_a_pyarrow_lmdb_is_refused_with_a_note_to_convert(tmp_path):
 
 def test_a_tfrecord_with_a_bad_crc_is_named_by_file_and_offset(tmp_path):
     src = make_images(tmp_path / "src", 3, classes=1)
-    records = [example({"image/encoded": i, "image/class/label": l})
+    records = [example({"image/encoded": i, "image/class/label": l,
+                        "image/object/bbox/xmin": [0.5, 0.25 * l]})
                for i, l in folder_samples(src)]
     data = bytearray(tfrecord(records))
     second = 12 + len(records[0]) + 4
@@ -248,10 +249,16 @@ def test_a_tfrecord_with_a_bad_crc_is_named_by_file_and_offset(tmp_path):
     assert f"t.tfrecord@{second}" in out.stderr, out.stderr
     assert "data CRC mismatch" in out.stderr
     out = run([STOKER, "pack", "--from", "tfrecord", tmp_path / "t.tfrecord",
-               tmp_path / "ds"])
+               tmp_path / "ds", "--field",
+               "xmin=image/object/bbox/xmin:ndarray:float32:-1"])
     assert f"t.tfrecord@{second}: record at byte {second}: data CRC " \
            "mismatch" in out.stdout
     run([STOKER, "verify", tmp_path / "ds", "--decode"])
+    assert "xmin (ndarray float32 [-1], max_length 2)" in run(
+        [STOKER, "inspect", tmp_path / "ds"]).stdout
+    got = read_records(tmp_path / "ds")
+    assert len(got) == 2
+    assert np.frombuffer(got[1][2], np.float32).tolist() == [0.5, 0.0]
 
 
 def read_records(ds):
@@ -347,12 +354,12 @@ def test_webdataset_npy_json_and_txt_members_become_typed_fields(tmp_path):
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
     out = run([STOKER, "pack", "--from", "webdataset", tar_path,
-               tmp_path / "ds"])
+               tmp_path / "ds", "--field", "caption=txt:str"])
     # The Fortran-order array is refused, not transposed.
     assert "fortran_order arrays are not supported" in out.stdout
     text = run([STOKER, "inspect", tmp_path / "ds"]).stdout
     assert "npy (ndarray float32 [-1, 4], max_length 2)" in text, text
-    assert "json (str" in text and "txt (str" in text
+    assert "json (str" in text and "caption (str" in text  # txt, renamed.
     got = read_records(tmp_path / "ds")
     assert len(got) == 2
     # image, label, then json, npy, txt.

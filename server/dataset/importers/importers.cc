@@ -1,5 +1,6 @@
 #include "server/dataset/importers/importers.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -14,13 +15,25 @@ std::vector<std::string> ImporterKinds() {
           "efficient-pytorch-lmdb"};
 }
 
-absl::StatusOr<FieldSpec> ParseFieldFlag(std::string_view flag) {
-  const std::vector<std::string> parts =
+absl::StatusOr<FieldFlag> ParseFieldFlag(std::string_view flag) {
+  std::vector<std::string> parts =
       absl::StrSplit(absl::string_view(flag.data(), flag.size()), ':');
   const std::string where = absl::StrCat("--field '", std::string(flag), "': ");
+  std::string source;
+  if (!parts.empty()) {
+    const size_t eq = parts[0].find('=');
+    if (eq != std::string::npos) {
+      source = parts[0].substr(eq + 1);
+      parts[0].resize(eq);
+      if (source.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "an empty SOURCE after '='"));
+      }
+    }
+  }
   if (parts.size() < 2 || parts[0].empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "expected NAME:KIND or NAME:ndarray:DTYPE:SHAPE"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "expected NAME[=SOURCE]:KIND or NAME[=SOURCE]:ndarray:DTYPE:SHAPE"));
   }
   absl::StatusOr<FieldSpec> spec;
   if (parts[1] == "ndarray") {
@@ -57,11 +70,47 @@ absl::StatusOr<FieldSpec> ParseFieldFlag(std::string_view flag) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, spec.status().message()));
   }
-  return spec;
+  FieldFlag out{*std::move(spec), std::move(source)};
+  if (out.source.empty()) out.source = out.spec.name;
+  return out;
+}
+
+absl::StatusOr<std::vector<Column>> ResolveColumns(
+    std::vector<Column> defaults, const std::vector<FieldFlag>& flags) {
+  std::vector<bool> used(flags.size(), false);
+  for (Column& d : defaults) {
+    for (size_t i = 0; i < flags.size(); ++i) {
+      const FieldFlag& f = flags[i];
+      const bool retypes = f.source == f.spec.name && f.spec.name == d.spec.name;
+      const bool renames = std::find(d.sources.begin(), d.sources.end(),
+                                     f.source) != d.sources.end();
+      if (used[i] || !(retypes || renames)) continue;
+      d.spec = f.spec;
+      // A rename reads only the source it names.
+      if (!retypes) d.sources = {f.source};
+      used[i] = true;
+      break;
+    }
+  }
+  std::vector<Column> out = std::move(defaults);
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (!used[i]) out.push_back({flags[i].spec, {flags[i].source}});
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (out[i].spec.name == out[j].spec.name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "two fields named '", out[i].spec.name,
+            "' (a --field adds one unless it names a default field or reads "
+            "its source)"));
+      }
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<Importer>> MakeImporter(
-    std::string_view kind, std::string src, std::vector<FieldSpec> fields) {
+    std::string_view kind, std::string src, std::vector<FieldFlag> fields) {
   const bool typed = !fields.empty();
   if (kind == "imagefolder" || kind == "efficient-pytorch-lmdb") {
     if (typed) {

@@ -31,26 +31,49 @@ namespace stoker::dataset {
 // The KIND names MakeImporter takes, in the order --help lists them.
 std::vector<std::string> ImporterKinds();
 
-// One --field flag: NAME:KIND with KIND from the field-kind registry
-// (image, int64, float32, float64, str, bytes), or NAME:ndarray:DTYPE:SHAPE
+// One --field flag: the field, and what it reads in the source: a CSV or
+// JSONL column, a tar member extension, a TFRecord feature key.
+struct FieldFlag {
+  FieldSpec spec;
+  std::string source;  // The flag's SOURCE, or the field's name.
+};
+
+// Parses NAME[=SOURCE]:KIND with KIND from the field-kind registry (image,
+// int64, float32, float64, str, bytes), or NAME[=SOURCE]:ndarray:DTYPE:SHAPE
 // with SHAPE's dimensions joined by 'x' and only the first -1 ("-1",
 // "-1x4", "3x32x32"; empty for a scalar). InvalidArgument naming the flag.
-absl::StatusOr<FieldSpec> ParseFieldFlag(std::string_view flag);
+absl::StatusOr<FieldFlag> ParseFieldFlag(std::string_view flag);
+
+// A field an importer makes without a flag (WebDataset's image from .jpg,
+// TFRecord's label from image/class/label), and the sources it reads, the
+// first one present winning.
+struct Column {
+  FieldSpec spec;
+  std::vector<std::string> sources;
+};
+
+// The schema of a source with named fields: each default in order, replaced
+// by the flag that names it ("--field label:float32" retypes it) or reads
+// one of its sources ("--field class=cls:int64" renames it); then the other
+// flags in order, each reading its source. InvalidArgument for two fields
+// of one name.
+absl::StatusOr<std::vector<Column>> ResolveColumns(
+    std::vector<Column> defaults, const std::vector<FieldFlag>& flags);
 
 // The importer of `kind` for `src`. `fields` are the --field flags: the
 // schema of a CSV/JSONL list (required there), or renames and types of the
 // fields a tar shard or TFRecord names by extension or feature key.
 // InvalidArgument for an unknown kind or fields the kind cannot take.
 absl::StatusOr<std::unique_ptr<Importer>> MakeImporter(
-    std::string_view kind, std::string src, std::vector<FieldSpec> fields);
+    std::string_view kind, std::string src, std::vector<FieldFlag> fields);
 
 // The importers MakeImporter returns, for tests.
 std::unique_ptr<Importer> MakeTableImporter(std::string file,
-                                            std::vector<FieldSpec> fields);
+                                            std::vector<FieldFlag> fields);
 std::unique_ptr<Importer> MakeWebDatasetImporter(std::string src,
-                                                 std::vector<FieldSpec> fields);
+                                                 std::vector<FieldFlag> fields);
 std::unique_ptr<Importer> MakeTfRecordImporter(std::string src,
-                                               std::vector<FieldSpec> fields);
+                                               std::vector<FieldFlag> fields);
 std::unique_ptr<Importer> MakeEfficientLmdbImporter(std::string src);
 
 }  // namespace stoker::dataset

@@ -8,6 +8,7 @@
 // a cell its kind refuses makes that row a bad sample, named "file:line",
 // which --on-error skips or fails on.
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <utility>
@@ -68,8 +69,13 @@ bool TakesPath(const FieldSpec& f) {
 
 class TableImporter final : public Importer {
  public:
-  TableImporter(std::string file, std::vector<FieldSpec> fields)
-      : file_(std::move(file)), fields_(std::move(fields)) {}
+  TableImporter(std::string file, std::vector<FieldFlag> flags)
+      : file_(std::move(file)) {
+    for (FieldFlag& f : flags) {
+      fields_.push_back(std::move(f.spec));
+      columns_.push_back(std::move(f.source));
+    }
+  }
 
   std::string source() const override { return file_; }
 
@@ -98,10 +104,10 @@ class TableImporter final : public Importer {
               absl::StrCat(where, ": not a JSON object"));
         }
         for (size_t f = 0; f < fields_.size(); ++f) {
-          auto it = obj.find(fields_[f].name);
+          auto it = obj.find(columns_[f]);
           if (it == obj.end() || it->is_null()) {
             return absl::InvalidArgumentError(absl::StrCat(
-                where, ": no column '", fields_[f].name, "'"));
+                where, ": no column '", columns_[f], "'"));
           }
           row[f] = JsonText(*it);
         }
@@ -111,11 +117,11 @@ class TableImporter final : public Importer {
               absl::StrCat(where, ": unterminated quote"));
         }
         if (column.empty()) {  // The header.
-          for (const FieldSpec& f : fields_) {
-            auto it = std::find(cells.begin(), cells.end(), f.name);
+          for (const std::string& name : columns_) {
+            auto it = std::find(cells.begin(), cells.end(), name);
             if (it == cells.end()) {
               return absl::InvalidArgumentError(absl::StrCat(
-                  where, ": the header has no column '", f.name,
+                  where, ": the header has no column '", name,
                   "' (--field names a column of the first line)"));
             }
             column.push_back(static_cast<int>(it - cells.begin()));
@@ -126,7 +132,7 @@ class TableImporter final : public Importer {
           if (static_cast<size_t>(column[f]) >= cells.size()) {
             return absl::InvalidArgumentError(
                 absl::StrCat(where, ": ", cells.size(), " columns, '",
-                             fields_[f].name, "' is column ", column[f] + 1));
+                             columns_[f], "' is column ", column[f] + 1));
           }
           row[f] = std::move(cells[column[f]]);
         }
@@ -162,7 +168,7 @@ class TableImporter final : public Importer {
         }
       }
       if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("column '", field.name,
+        return absl::Status(s.code(), absl::StrCat("column '", columns_[f],
                                                    "': ", s.message()));
       }
     }
@@ -171,14 +177,15 @@ class TableImporter final : public Importer {
 
  private:
   const std::string file_;
-  const std::vector<FieldSpec> fields_;
+  std::vector<FieldSpec> fields_;    // The schema.
+  std::vector<std::string> columns_;  // What each field reads.
   std::vector<std::vector<std::string>> rows_;  // Set by List.
 };
 
 }  // namespace
 
 std::unique_ptr<Importer> MakeTableImporter(std::string file,
-                                            std::vector<FieldSpec> fields) {
+                                            std::vector<FieldFlag> fields) {
   return std::make_unique<TableImporter>(std::move(file), std::move(fields));
 }
 

@@ -6,13 +6,15 @@
 //
 // Fields follow the ImageNet conventions: feature `image/encoded` is field
 // `image`, `image/class/label` is `label` (int64, stored as written: the
-// ImageNet TFRecords number classes from 1). `--field KEY:KIND` adds the
-// feature KEY (a bytes_list value for image/bytes/str, one int64 or float
-// for a scalar, a whole list for an ndarray) or retypes image/label.
+// ImageNet TFRecords number classes from 1). `--field NAME=KEY:KIND` adds
+// the feature KEY as field NAME (a bytes_list value for image/bytes/str,
+// one int64 or float for a scalar, a whole list for an ndarray), or renames
+// image or label; `--field label:float32` retypes one.
 
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,11 +27,6 @@
 
 namespace stoker::dataset {
 namespace {
-
-struct Column {
-  FieldSpec spec;
-  std::string key;  // The feature it reads.
-};
 
 struct Entry {
   size_t file = 0;
@@ -74,7 +71,7 @@ absl::StatusOr<std::string> FeatureValue(const FieldSpec& spec,
 
 class TfRecordImporter final : public Importer {
  public:
-  TfRecordImporter(std::string src, std::vector<FieldSpec> fields)
+  TfRecordImporter(std::string src, std::vector<FieldFlag> fields)
       : src_(std::move(src)), flags_(std::move(fields)) {}
 
   std::string source() const override { return src_; }
@@ -128,16 +125,16 @@ class TfRecordImporter final : public Importer {
     }
     values->resize(columns_.size());
     for (size_t c = 0; c < columns_.size(); ++c) {
-      auto it = features->find(columns_[c].key);
+      auto it = features->find(columns_[c].sources.front());
       if (it == features->end()) {
         return absl::DataLossError(
-            absl::StrCat("no feature '", columns_[c].key, "'"));
+            absl::StrCat("no feature '", columns_[c].sources.front(), "'"));
       }
       absl::StatusOr<std::string> v = FeatureValue(columns_[c].spec,
                                                    it->second);
       if (!v.ok()) {
         return absl::Status(v.status().code(),
-                            absl::StrCat("feature '", columns_[c].key, "': ",
+                            absl::StrCat("feature '", columns_[c].sources.front(), "': ",
                                          v.status().message()));
       }
       (*values)[c] = *std::move(v);
@@ -166,52 +163,38 @@ class TfRecordImporter final : public Importer {
   }
 
   // image and label if the first good record has them, then the --field
-  // features.
+  // features (ResolveColumns).
   absl::Status MakeColumns() {
-    std::map<std::string, FieldSpec> flagged;
-    for (const FieldSpec& f : flags_) flagged[f.name] = f;
     absl::StatusOr<ExampleFeatures> first = absl::NotFoundError("no records");
     std::string framed;
     for (uint64_t i = 0; i < entries_.size() && !first.ok(); ++i) {
       if (!ReadExample(i, &framed, &first).ok()) continue;
     }
-    auto add = [&](const std::string& name, std::string_view kind,
-                   const std::string& key) -> absl::Status {
-      const bool present = first.ok() && first->count(key) > 0;
-      auto it = flagged.find(name);
-      if (it == flagged.end() && !present) return absl::OkStatus();
-      Column c{FieldSpec(), key};
-      if (it != flagged.end()) {
-        c.spec = it->second;
-        flagged.erase(it);
-      } else {
-        absl::StatusOr<FieldSpec> spec = MakeFieldSpec(name, kind);
-        if (!spec.ok()) return spec.status();
-        c.spec = *std::move(spec);
-      }
-      columns_.push_back(std::move(c));
-      return absl::OkStatus();
-    };
-    if (absl::Status s = add("image", "image", "image/encoded"); !s.ok()) {
-      return s;
+    std::vector<Column> defaults;
+    for (auto [name, kind, key] :
+         {std::tuple<const char*, const char*, const char*>{
+              "image", "image", "image/encoded"},
+          {"label", "int64", "image/class/label"}}) {
+      if (!first.ok() || first->count(key) == 0) continue;
+      absl::StatusOr<FieldSpec> spec = MakeFieldSpec(name, kind);
+      if (!spec.ok()) return spec.status();
+      defaults.push_back({*std::move(spec), {key}});
     }
-    if (absl::Status s = add("label", "int64", "image/class/label"); !s.ok()) {
-      return s;
-    }
-    for (const FieldSpec& f : flags_) {
-      if (flagged.count(f.name)) columns_.push_back({f, f.name});
-    }
+    absl::StatusOr<std::vector<Column>> columns =
+        ResolveColumns(std::move(defaults), flags_);
+    if (!columns.ok()) return columns.status();
+    columns_ = *std::move(columns);
     if (columns_.empty() && !entries_.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "no fields in ", src_,
           ": no image/encoded or image/class/label feature; name features "
-          "with --field KEY:KIND"));
+          "with --field NAME=KEY:KIND"));
     }
     return absl::OkStatus();
   }
 
   const std::string src_;
-  const std::vector<FieldSpec> flags_;
+  const std::vector<FieldFlag> flags_;
   // Set by List.
   std::vector<std::string> files_;
   std::vector<Entry> entries_;
@@ -221,7 +204,7 @@ class TfRecordImporter final : public Importer {
 }  // namespace
 
 std::unique_ptr<Importer> MakeTfRecordImporter(std::string src,
-                                               std::vector<FieldSpec> fields) {
+                                               std::vector<FieldFlag> fields) {
   return std::make_unique<TfRecordImporter>(std::move(src), std::move(fields));
 }
 

@@ -7,10 +7,11 @@
 //   jpg jpeg png webp  -> image (image)     cls -> label (int64, as text)
 //   json txt           -> json, txt (str)   npy -> npy (ndarray)
 //
-// `--field EXT:KIND` adds members of another extension as field EXT, or
-// retypes a field (`--field label:float32`, `--field npy:ndarray:f...`); a
-// .npy field without one takes the dtype and trailing shape of the first
-// sample's array. A sample that lacks a field's member, or has one twice,
+// `--field NAME=EXT:KIND` adds the members of extension EXT as field NAME,
+// or renames a default field (`--field class=cls:int64`); `--field
+// label:float32` retypes one. A .npy field without a flag takes the dtype
+// and trailing shape of the first sample's array; an extension ending in
+// .npy is parsed as one. A sample that lacks a field's member, or has one twice,
 // is a bad sample (`--on-error`).
 
 #include <algorithm>
@@ -36,12 +37,6 @@ const std::vector<std::string>& ImageExtensions() {
   return *kExts;
 }
 
-// What a field reads: which member extensions, and how.
-struct Column {
-  FieldSpec spec;
-  std::vector<std::string> extensions;
-};
-
 struct Sample {
   size_t file = 0;
   std::map<std::string, TarMember> members;  // By extension.
@@ -61,7 +56,7 @@ bool SplitKey(const std::string& name, std::string* key, std::string* ext) {
 
 class WebDatasetImporter final : public Importer {
  public:
-  WebDatasetImporter(std::string src, std::vector<FieldSpec> fields)
+  WebDatasetImporter(std::string src, std::vector<FieldFlag> fields)
       : src_(std::move(src)), flags_(std::move(fields)) {}
 
   std::string source() const override { return src_; }
@@ -136,7 +131,7 @@ class WebDatasetImporter final : public Importer {
     for (size_t c = 0; c < columns_.size(); ++c) {
       const Column& col = columns_[c];
       const TarMember* member = nullptr;
-      for (const std::string& ext : col.extensions) {
+      for (const std::string& ext : col.sources) {
         auto it = sample.members.find(ext);
         if (it != sample.members.end()) {
           member = &it->second;
@@ -146,7 +141,7 @@ class WebDatasetImporter final : public Importer {
       if (member == nullptr) {
         return absl::DataLossError(
             absl::StrCat("no member for field '", col.spec.name, "' (.",
-                         absl::StrJoin(col.extensions, ", ."), ")"));
+                         absl::StrJoin(col.sources, ", ."), ")"));
       }
       if (absl::Status s = ReadRange(files_[sample.file], member->offset,
                                      member->size, &bytes);
@@ -169,7 +164,10 @@ class WebDatasetImporter final : public Importer {
   absl::StatusOr<std::string> Convert(const Column& col,
                                       const std::string& bytes) const {
     const FieldSpec& spec = col.spec;
-    if (col.extensions.front() == "npy") {
+    if (col.sources.front() == "npy" ||
+        (col.sources.front().size() > 4 &&
+         col.sources.front().substr(col.sources.front().size() - 4) ==
+             ".npy")) {
       absl::StatusOr<NpyArray> a = ParseNpy(bytes);
       if (!a.ok()) return a.status();
       if (a->dtype != spec.dtype) {
@@ -195,57 +193,54 @@ class WebDatasetImporter final : public Importer {
     return spec.kind->FromText(spec, bytes);
   }
 
-  // The schema: image, label, then the other extensions, sorted; --field
-  // flags retype or add.
+  // The schema: image, label, then json, npy and txt, as present; --field
+  // flags retype, rename or add (ResolveColumns).
   absl::Status MakeColumns(const std::set<std::string>& extensions) {
-    std::map<std::string, FieldSpec> flagged;
-    for (const FieldSpec& f : flags_) flagged[f.name] = f;
+    std::vector<Column> defaults;
     auto add = [&](const std::string& name, std::string_view kind,
                    std::vector<std::string> exts) -> absl::Status {
-      auto it = flagged.find(name);
-      Column c;
-      c.extensions = std::move(exts);
-      if (it != flagged.end()) {
-        c.spec = it->second;
-        flagged.erase(it);
-      } else {
-        absl::StatusOr<FieldSpec> spec = MakeFieldSpec(name, kind);
-        if (!spec.ok()) return spec.status();
-        c.spec = *std::move(spec);
-      }
-      columns_.push_back(std::move(c));
+      absl::StatusOr<FieldSpec> spec = MakeFieldSpec(name, kind);
+      if (!spec.ok()) return spec.status();
+      defaults.push_back({*std::move(spec), std::move(exts)});
       return absl::OkStatus();
+    };
+    auto flagged = [&](const std::string& ext) {
+      for (const FieldFlag& f : flags_) {
+        if (f.source == ext) return true;
+      }
+      return false;
     };
     bool has_image = false;
     for (const std::string& e : ImageExtensions()) {
       has_image |= extensions.count(e) > 0;
     }
-    if (has_image || flagged.count("image")) {
+    if (has_image) {
       if (absl::Status s = add("image", "image", ImageExtensions()); !s.ok()) {
         return s;
       }
     }
-    if (extensions.count("cls") || flagged.count("label")) {
+    if (extensions.count("cls")) {
       if (absl::Status s = add("label", "int64", {"cls"}); !s.ok()) return s;
     }
     for (const std::string& ext : extensions) {
       if (ext == "json" || ext == "txt") {
         if (absl::Status s = add(ext, "str", {ext}); !s.ok()) return s;
-      } else if (ext == "npy" && !flagged.count("npy")) {
+      } else if (ext == "npy" && !flagged("npy")) {
+        // Its dtype and shape from the first array, unless a flag says.
         absl::StatusOr<FieldSpec> spec = NpySpecFromFirst();
         if (!spec.ok()) return spec.status();
-        columns_.push_back({*std::move(spec), {"npy"}});
+        defaults.push_back({*std::move(spec), {"npy"}});
       }
     }
-    for (const FieldSpec& f : flags_) {  // The rest, in flag order.
-      if (flagged.count(f.name) == 0) continue;
-      columns_.push_back({f, {f.name}});
-    }
+    absl::StatusOr<std::vector<Column>> columns =
+        ResolveColumns(std::move(defaults), flags_);
+    if (!columns.ok()) return columns.status();
+    columns_ = *std::move(columns);
     if (columns_.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "no fields in ", src_,
           ": no member has a known extension (jpg, png, cls, json, txt, npy)"
-          "; name others with --field EXT:KIND"));
+          "; name others with --field NAME=EXT:KIND"));
     }
     return absl::OkStatus();
   }
@@ -279,7 +274,7 @@ class WebDatasetImporter final : public Importer {
   }
 
   const std::string src_;
-  const std::vector<FieldSpec> flags_;
+  const std::vector<FieldFlag> flags_;
   // Set by List.
   std::vector<std::string> files_;
   std::vector<Sample> samples_;
@@ -290,7 +285,7 @@ class WebDatasetImporter final : public Importer {
 }  // namespace
 
 std::unique_ptr<Importer> MakeWebDatasetImporter(
-    std::string src, std::vector<FieldSpec> fields) {
+    std::string src, std::vector<FieldFlag> fields) {
   return std::make_unique<WebDatasetImporter>(std::move(src),
                                               std::move(fields));
 }

@@ -10,8 +10,10 @@ namespace stoker::dataset {
 namespace {
 
 std::string Describe(std::string_view flag) {
-  absl::StatusOr<FieldSpec> f = ParseFieldFlag(flag);
-  return f.ok() ? DescribeField(*f) : f.status().ToString();
+  absl::StatusOr<FieldFlag> f = ParseFieldFlag(flag);
+  if (!f.ok()) return f.status().ToString();
+  return DescribeField(f->spec) +
+         (f->source == f->spec.name ? "" : " from " + f->source);
 }
 
 TEST(FieldFlagTest, ParsesKindsAndArrays) {
@@ -30,12 +32,45 @@ TEST(FieldFlagTest, ParsesKindsAndArrays) {
   EXPECT_EQ(Describe("x:int64:extra").substr(0, 40),
             "INVALID_ARGUMENT: --field 'x:int64:extra");
   EXPECT_EQ(Describe("label"),
-            "INVALID_ARGUMENT: --field 'label': expected NAME:KIND or "
-            "NAME:ndarray:DTYPE:SHAPE");
+            "INVALID_ARGUMENT: --field 'label': expected NAME[=SOURCE]:KIND "
+            "or NAME[=SOURCE]:ndarray:DTYPE:SHAPE");
+  EXPECT_EQ(Describe("xmin=image/object/bbox/xmin:ndarray:float32:-1"),
+            "xmin (ndarray float32 [-1]) from image/object/bbox/xmin");
+}
+
+std::string Resolve(std::vector<std::string_view> flag_texts) {
+  std::vector<Column> defaults = {
+      {MakeFieldSpec("image", "image").value(), {"jpg", "png"}},
+      {MakeFieldSpec("label", "int64").value(), {"cls"}}};
+  std::vector<FieldFlag> flags;
+  for (std::string_view t : flag_texts) flags.push_back(*ParseFieldFlag(t));
+  absl::StatusOr<std::vector<Column>> cols = ResolveColumns(defaults, flags);
+  if (!cols.ok()) return cols.status().ToString();
+  std::string out;
+  for (const Column& c : *cols) {
+    out += DescribeField(c.spec) + " <-";
+    for (const std::string& s : c.sources) out += " " + s;
+    out += "; ";
+  }
+  return out;
+}
+
+TEST(ResolveColumnsTest, FlagsRetypeRenameOrAdd) {
+  EXPECT_EQ(Resolve({}), "image (image) <- jpg png; label (int64) <- cls; ");
+  EXPECT_EQ(Resolve({"label:float32"}),
+            "image (image) <- jpg png; label (float32) <- cls; ");
+  EXPECT_EQ(Resolve({"class=cls:int64", "seg=seg.png:image"}),
+            "image (image) <- jpg png; class (int64) <- cls; "
+            "seg (image) <- seg.png; ");
+  EXPECT_EQ(Resolve({"photo=png:image"}),
+            "photo (image) <- png; label (int64) <- cls; ");
+  EXPECT_EQ(Resolve({"label=txt:str"}),
+            "INVALID_ARGUMENT: two fields named 'label' (a --field adds one "
+            "unless it names a default field or reads its source)");
 }
 
 std::string FromText(std::string_view flag, std::string_view text) {
-  const FieldSpec f = ParseFieldFlag(flag).value();
+  const FieldSpec f = ParseFieldFlag(flag).value().spec;
   absl::StatusOr<std::string> v = f.kind->FromText(f, text);
   return v.ok() ? *v : v.status().ToString();
 }
