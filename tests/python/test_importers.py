@@ -150,6 +150,7 @@ def test_every_format_packs_the_same_photos_into_the_same_dataset(tmp_path):
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
     made["wds"] = ["--from", "webdataset", wds]
+    made["wds_glob"] = ["--from", "webdataset", wds / "train-*.tar"]
 
     # TFRecords: two files, ImageNet's feature names.
     tfr = tmp_path / "tfr"
