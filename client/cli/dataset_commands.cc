@@ -7,7 +7,9 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "server/dataset/importers/importers.h"
 #include "server/dataset/manifest.h"
 #include "server/dataset/packer.h"
 #include "server/dataset/verifier.h"
@@ -65,7 +67,7 @@ class ProgressBar {
                  tty_ ? "\r" : "", phase_.c_str(),
                  static_cast<unsigned long long>(p.done),
                  static_cast<unsigned long long>(p.total), percent, rate,
-                 phase_ == "verify" ? "records" : "files",
+                 phase_ == "verify" ? "records" : "samples",
                  FormatBytes(p.bytes).c_str(), tty_ ? "\x1b[K" : "\n");
     line_open_ = tty_;
   }
@@ -94,6 +96,8 @@ struct PackFlags {
   std::string src;
   std::string dst;
   std::string list;
+  std::string from = "imagefolder";
+  std::vector<std::string> fields;
   std::string name;
   int shards = 0;
   int threads = 0;
@@ -108,9 +112,28 @@ int RunPack(const PackFlags& flags, const dataset::ImageCheck& validate) {
                  listed ? "only DST with --list" : "SRC and DST");
     return 2;
   }
+  if (listed && flags.from != "imagefolder" && flags.from != "list") {
+    std::fprintf(stderr, "stoker pack: --list FILE is --from list FILE\n");
+    return 2;
+  }
+  std::vector<dataset::FieldFlag> fields;
+  for (const std::string& flag : flags.fields) {
+    absl::StatusOr<dataset::FieldFlag> f = dataset::ParseFieldFlag(flag);
+    if (!f.ok()) {
+      PrintError("pack", f.status());
+      return 2;
+    }
+    fields.push_back(*std::move(f));
+  }
+  absl::StatusOr<std::unique_ptr<dataset::Importer>> importer =
+      dataset::MakeImporter(listed ? "list" : flags.from,
+                            listed ? flags.list : flags.src, std::move(fields));
+  if (!importer.ok()) {
+    PrintError("pack", importer.status());
+    return 2;
+  }
   dataset::PackOptions o;
-  o.src = listed ? "" : flags.src;
-  o.list_file = flags.list;
+  o.importer = *std::move(importer);
   o.dst = listed ? flags.src : flags.dst;
   o.name = flags.name;
   o.shards = flags.shards;
@@ -143,13 +166,13 @@ int RunPack(const PackFlags& flags, const dataset::ImageCheck& validate) {
   for (const dataset::ShardInfo& s : m.shards) bytes += s.bytes;
   std::printf(
       "packed '%s' into %s: %llu samples, %zu classes, %zu shards, %s in "
-      "%.1f s (%.0f files/s)\n",
+      "%.1f s (%.0f samples/s)\n",
       m.name.c_str(), o.dst.c_str(),
       static_cast<unsigned long long>(m.num_samples), m.classes.size(),
       m.shards.size(), FormatBytes(bytes).c_str(), report->seconds,
       report->seconds > 0 ? m.num_samples / report->seconds : 0.0);
   if (!report->skipped.empty()) {
-    std::printf("skipped %zu files:\n", report->skipped.size());
+    std::printf("skipped %zu samples:\n", report->skipped.size());
     for (const dataset::SkippedFile& f : report->skipped) {
       std::printf("  %s: %s\n", f.path.c_str(), f.reason.c_str());
     }
@@ -237,23 +260,53 @@ void AddDatasetCommands(CLI::App& app, dataset::ImageCheck validate_image) {
 
   CLI::App* pack = app.add_subcommand(
       "pack",
-      "Pack a folder of images into a dataset: LMDB shards plus a manifest, "
-      "with a checksum on every record. SRC is an ImageFolder tree "
-      "(SRC/<class>/.../<file>; labels number the sorted class names; hidden "
-      "files are ignored). Writes into DST.tmp-<pid> and renames it to DST "
-      "at the end.");
+      "Pack a source into a dataset: LMDB shards plus a manifest, with a "
+      "checksum on every record. --from says what SRC is: 'imagefolder' "
+      "(default: SRC/<class>/.../<file>; labels number the sorted class "
+      "names; hidden files are ignored), 'list' (a 'path,label' file, or "
+      "with --field a CSV with a header row or a .jsonl manifest of typed "
+      "columns), 'webdataset' (a .tar, a folder of them or a glob; members "
+      "grouped by key: jpg/jpeg/png/webp -> image, cls -> label, json/txt "
+      "-> str, npy -> ndarray), 'tfrecord' (tf.train.Example files; "
+      "image/encoded -> image, image/class/label -> label; both CRCs "
+      "checked) or 'efficient-pytorch-lmdb' (folder2lmdb.py's LMDB, msgpack "
+      "or pickle values; a pickle that would construct an object is "
+      "refused, nothing in it runs). Writes into DST.tmp-<pid> and renames "
+      "it to DST at the end.");
   auto pack_flags = std::make_shared<PackFlags>();
   pack->add_option("SRC", pack_flags->src,
-                   "The ImageFolder tree to read; leave it out with --list");
+                   "What to read (see --from); leave it out with --list");
   pack->add_option("DST", pack_flags->dst,
                    "The dataset folder to create; must not exist unless "
                    "--force");
+  pack->add_option("--from", pack_flags->from,
+                   "The format of SRC: imagefolder (default), list, "
+                   "webdataset, tfrecord, efficient-pytorch-lmdb")
+      ->check(CLI::IsMember(dataset::ImporterKinds()))
+      ->option_text("KIND");
   pack->add_option("--list", pack_flags->list,
-                   "Read samples from FILE instead of SRC: one 'path,label' "
-                   "per line, label an integer, relative paths relative to "
-                   "FILE's folder, '#' lines and blank lines ignored; ids "
-                   "follow the file's order")
+                   "Same as --from list FILE: one 'path,label' per line, "
+                   "label an integer, relative paths relative to FILE's "
+                   "folder, '#' lines and blank lines ignored; ids follow "
+                   "the file's order")
       ->option_text("FILE");
+  pack->add_option(
+          "--field", pack_flags->fields,
+          "A typed field, repeatable: NAME[=SOURCE]:KIND with KIND one of "
+          "image, "
+          "int64, float32, float64, str, bytes, or NAME:ndarray:DTYPE:SHAPE "
+          "with DTYPE bool, uint8, int8, uint16, int16, int32, int64, "
+          "float16, float32 or float64 and SHAPE's dimensions joined by 'x', "
+          "only the first may be -1 (tokens:ndarray:int32:-1, "
+          "boxes:ndarray:float32:-1x4, emb:ndarray:float16:512). SOURCE "
+          "(default NAME) is what the field reads: with --from list the "
+          "manifest's column, fields in flag order; an image or bytes cell "
+          "is a path relative to the manifest's folder, the others inline "
+          "text (an ndarray as numbers, e.g. a JSON array). With webdataset "
+          "a member extension (class=cls:int64 renames label; "
+          "label:float32 retypes it). With tfrecord a feature key "
+          "(xmin=image/object/bbox/xmin:ndarray:float32:-1)")
+      ->option_text("SPEC");
   pack->add_option("--shards", pack_flags->shards,
                    "Number of shard files; 0 (default) makes one per 256 MiB "
                    "of images. Never more than the number of samples")
@@ -263,8 +316,10 @@ void AddDatasetCommands(CLI::App& app, dataset::ImageCheck validate_image) {
                    "one per core")
       ->check(CLI::NonNegativeNumber);
   pack->add_option("--on-error", pack_flags->on_error,
-                   "What to do with an unreadable, empty or undecodable file "
-                   "(neither JPEG nor PNG, by content): "
+                   "What to do with a bad sample: an unreadable, empty or "
+                   "undecodable image (neither JPEG nor PNG, by content), a "
+                   "value its field's kind refuses, a TFRecord with a bad "
+                   "CRC, a refused pickle: "
                    "'skip' (default) leaves it out and lists it at the end; "
                    "'fail' stops at the first one and leaves nothing behind")
       ->check(CLI::IsMember({"skip", "fail"}));

@@ -160,4 +160,11 @@ std::string DescribeField(const FieldSpec& spec) {
   return out + ")";
 }
 
+absl::StatusOr<std::string> FieldKind::FromText(const FieldSpec& spec,
+                                                std::string_view) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat("field '", spec.name, "': a ", std::string(name()),
+                   " value cannot be given as text"));
+}
+
 }  // namespace stoker::dataset

@@ -101,6 +101,16 @@ class FieldKind {
                                     std::string_view value) const {
     return CheckValue(spec, value);
   }
+
+  // A value from the text a CSV cell or a JSONL value holds (the
+  // importers, importers/table.cc): a decimal for int64, a number for
+  // float32/float64, numbers separated by spaces or commas for ndarray
+  // (brackets are ignored, so a JSON array works: "[[1, 2], [3, 4]]"), the
+  // text itself for str and bytes. InvalidArgument saying what is wrong
+  // ("'x1' is not an int64"); the caller adds file:line and column. The
+  // default refuses: an image is never text (an importer reads its path).
+  virtual absl::StatusOr<std::string> FromText(const FieldSpec& spec,
+                                               std::string_view text) const;
 };
 
 // Checks one encoded image as far as pack and `verify --decode` must (a

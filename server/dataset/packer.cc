@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/dataset/file_util.h"
+#include "server/dataset/importer.h"
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/pack_dest.h"
 #include "server/dataset/record.h"
@@ -29,13 +30,16 @@ constexpr uint64_t kMaxFileBytes = (uint64_t{1} << 32) - 1;
 constexpr uint64_t kTxnRecords = 1024;
 constexpr uint64_t kTxnBytes = uint64_t{64} << 20;
 
-// What the scan learnt about one source file.
+// What the scan learnt about one sample.
 struct Scanned {
   bool ok = false;
-  uint64_t bytes = 0;
-  uint64_t hash = 0;
+  uint64_t bytes = 0;  // Of its values.
+  uint64_t hash = 0;   // Of its values, framed.
   std::string reason;  // Why it is bad, when !ok.
-  std::string format;  // What PackOptions::validate named; may be empty.
+  // Per field: RaggedLength for ragged fields, else 0.
+  std::vector<uint64_t> lengths;
+  // Per field: what PackOptions::validate named for a spatial one, or "".
+  std::vector<std::string> formats;
 };
 
 Scanned Bad(std::string reason) {
@@ -44,22 +48,55 @@ Scanned Bad(std::string reason) {
   return s;
 }
 
-Scanned Scan(const std::string& path, const PackOptions& o) {
-  std::string data;
-  if (absl::Status s = ReadFileToString(path, &data); !s.ok()) {
+uint64_t HashValues(const std::vector<std::string>& values) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (const std::string& v : values) {
+    const uint64_t size = v.size();
+    XXH3_64bits_update(state, &size, sizeof(size));
+    XXH3_64bits_update(state, v.data(), v.size());
+  }
+  const uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
+}
+
+// Reads sample i and checks every value against its field.
+Scanned Scan(const Importer& importer, uint64_t i,
+             absl::Span<const FieldSpec> schema, const PackOptions& o) {
+  std::vector<std::string> values;
+  if (absl::Status s = importer.Read(i, &values); !s.ok()) {
     return Bad(std::string(s.message()));
   }
-  if (data.empty()) return Bad("empty file");
-  if (data.size() > kMaxFileBytes) return Bad("larger than 4 GiB");
+  if (values.size() != schema.size()) {
+    return Bad(absl::StrCat("has ", values.size(), " values for ",
+                            schema.size(), " fields"));
+  }
   Scanned good;
-  if (o.validate) {
-    absl::StatusOr<std::string> format = o.validate(data);
-    if (!format.ok()) return Bad(std::string(format.status().message()));
-    good.format = *std::move(format);
+  for (size_t f = 0; f < schema.size(); ++f) {
+    const FieldSpec& field = schema[f];
+    const std::string& value = values[f];
+    if (value.size() > kMaxFileBytes) {
+      return Bad(absl::StrCat("field '", field.name, "' is larger than 4 GiB"));
+    }
+    if (absl::Status s = field.kind->CheckContent(field, value); !s.ok()) {
+      return Bad(std::string(s.message()));
+    }
+    std::string format;
+    if (field.kind->spatial() && o.validate) {
+      absl::StatusOr<std::string> named = o.validate(value);
+      if (!named.ok()) return Bad(std::string(named.status().message()));
+      format = *std::move(named);
+    }
+    good.formats.push_back(std::move(format));
+    good.lengths.push_back(
+        field.kind->passthrough(field) == FieldKind::Passthrough::kDense
+            ? 0
+            : RaggedLength(field, value));
+    good.bytes += value.size();
   }
   good.ok = true;
-  good.bytes = data.size();
-  good.hash = XXH3_64bits(data.data(), data.size());
+  good.hash = HashValues(values);
   return good;
 }
 
@@ -75,7 +112,8 @@ struct ShardPlan {
 // its size.
 absl::StatusOr<uint64_t> WriteShard(const std::string& path,
                                     const ShardPlan& plan,
-                                    const SourceListing& listing,
+                                    const Importer& importer,
+                                    const ImportListing& listing,
                                     const std::vector<Scanned>& scanned,
                                     absl::Span<const FieldSpec> schema,
                                     ProgressCounter* progress) {
@@ -96,7 +134,7 @@ absl::StatusOr<uint64_t> WriteShard(const std::string& path,
     }
     return absl::OkStatus();
   };
-  std::string data;
+  std::vector<std::string> values;
   for (size_t i = 0; i < plan.sources.size(); ++i) {
     if (txn == nullptr) {
       MDB_txn* raw = nullptr;
@@ -109,34 +147,32 @@ absl::StatusOr<uint64_t> WriteShard(const std::string& path,
                          absl::StrCat("cannot open the database in ", path));
       }
     }
-    const SourceFile& source = listing.files[plan.sources[i]];
-    const Scanned& scan = scanned[plan.sources[i]];
-    absl::Status read = ReadFileToString(source.path, &data);
-    if (read.ok() && (data.size() != scan.bytes ||
-                      XXH3_64bits(data.data(), data.size()) != scan.hash)) {
+    const uint64_t index = plan.sources[i];
+    const std::string& where = listing.samples[index];
+    const Scanned& scan = scanned[index];
+    absl::Status read = importer.Read(index, &values);
+    if (read.ok() && HashValues(values) != scan.hash) {
       read = absl::AbortedError("changed since it was scanned");
     }
     if (!read.ok()) {
       return absl::Status(read.code(),
-                          absl::StrCat(source.path, ": ", read.message()));
+                          absl::StrCat(where, ": ", read.message()));
     }
-    const std::string label = EncodeInt64(source.label);
-    const std::string_view values[] = {data, label};
+    std::vector<std::string_view> views(values.begin(), values.end());
     for (size_t f = 0; f < schema.size(); ++f) {
-      if (absl::Status s = schema[f].kind->CheckContent(schema[f], values[f]);
+      if (absl::Status s = schema[f].kind->CheckContent(schema[f], views[f]);
           !s.ok()) {
-        return absl::Status(s.code(),
-                            absl::StrCat(source.path, ": ", s.message()));
+        return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
       }
     }
-    const std::string value = EncodeRecord(values);
+    const std::string value = EncodeRecord(views);
     const std::string key = EncodeKey(plan.first_id + i);
     MDB_val k = ToVal(key), v = ToVal(value);
     if (int rc = mdb_put(txn.get(), dbi, &k, &v, MDB_APPEND); rc != 0) {
       return LmdbError(rc, absl::StrCat("cannot write key ", plan.first_id + i,
                                         " to ", path));
     }
-    progress->Add(1, data.size());
+    progress->Add(1, scan.bytes);
     ++txn_records;
     txn_bytes += value.size();
     if (txn_records >= kTxnRecords || txn_bytes >= kTxnBytes) {
@@ -213,23 +249,24 @@ absl::Status FailedOn(const SkippedFile& bad) {
 }
 
 struct ScanResult {
-  std::vector<Scanned> scanned;      // One per listed file.
+  std::vector<Scanned> scanned;      // One per listed sample.
   std::vector<uint64_t> good;        // Indices of the good ones, in order.
-  std::vector<SkippedFile> skipped;  // Rejected entries, then bad files.
+  std::vector<SkippedFile> skipped;  // Rejected entries, then bad samples.
 };
 
-// Pass 1: reads and checks every listed file. With kFail, the first bad file
-// stops the others early and is returned as the error.
-absl::StatusOr<ScanResult> ScanAll(const SourceListing& listing,
+// Pass 1: reads and checks every listed sample. With kFail, the first bad
+// one stops the others early and is returned as the error.
+absl::StatusOr<ScanResult> ScanAll(const Importer& importer,
+                                   const ImportListing& listing,
                                    const PackOptions& o, int threads) {
   ScanResult r;
-  r.scanned.resize(listing.files.size());
+  r.scanned.resize(listing.samples.size());
   std::atomic<bool> failed{false};
   {
     ProgressCounter progress(o.progress, "scan", r.scanned.size());
     ParallelFor(threads, r.scanned.size(), [&](uint64_t i) {
       if (failed) return;
-      r.scanned[i] = Scan(listing.files[i].path, o);
+      r.scanned[i] = Scan(importer, i, listing.schema, o);
       if (!r.scanned[i].ok && o.on_error == OnError::kFail) failed = true;
       progress.Add(1, r.scanned[i].bytes);
     });
@@ -239,7 +276,7 @@ absl::StatusOr<ScanResult> ScanAll(const SourceListing& listing,
     if (r.scanned[i].ok) {
       r.good.push_back(i);
     } else if (!r.scanned[i].reason.empty()) {  // Empty: never scanned.
-      r.skipped.push_back({listing.files[i].path, r.scanned[i].reason});
+      r.skipped.push_back({listing.samples[i], r.scanned[i].reason});
     }
   }
   if (o.on_error == OnError::kFail && !r.skipped.empty()) {
@@ -248,26 +285,22 @@ absl::StatusOr<ScanResult> ScanAll(const SourceListing& listing,
   return r;
 }
 
-// The schema of a pack from a folder or a list file: the file as `image`,
-// with the longest file as its max_length and the formats the scan named,
-// and the class as `label`.
-absl::StatusOr<std::vector<FieldSpec>> ImageLabelSchema(
-    const ScanResult& scan) {
-  absl::StatusOr<FieldSpec> image = MakeFieldSpec("image", "image");
-  if (!image.ok()) return image.status();
-  absl::StatusOr<FieldSpec> label = MakeFieldSpec("label", "int64");
-  if (!label.ok()) return label.status();
+// The importer's schema with what the scan saw: each ragged field's
+// longest value as its max_length, and the formats of spatial fields.
+std::vector<FieldSpec> CompleteSchema(std::vector<FieldSpec> schema,
+                                      const ScanResult& scan) {
   for (uint64_t i : scan.good) {
-    const Scanned& file = scan.scanned[i];
-    image->max_length = std::max(image->max_length, file.bytes);
-    if (!file.format.empty()) ++image->formats[file.format];
+    const Scanned& sample = scan.scanned[i];
+    for (size_t f = 0; f < schema.size(); ++f) {
+      schema[f].max_length = std::max(schema[f].max_length, sample.lengths[f]);
+      if (!sample.formats[f].empty()) ++schema[f].formats[sample.formats[f]];
+    }
   }
-  return std::vector<FieldSpec>{*std::move(image), *std::move(label)};
+  return schema;
 }
 
-// Bytes of a record's value around its file: the label and the framing
-// (record.h).
-constexpr uint64_t kRecordOverhead = 8 + 4 + 2 * 4 + 8;
+// Bytes of a record's value around its values: the framing (record.h).
+uint64_t RecordOverhead(size_t fields) { return 4 + 4 * fields + 8; }
 
 // Pass 2: splits the good files into shards of contiguous ids and writes
 // them into `dir` in parallel. Refuses before writing when the files alone
@@ -275,8 +308,8 @@ constexpr uint64_t kRecordOverhead = 8 + 4 + 2 * 4 + 8;
 // fails on a (then) full filesystem, where LMDB's short write reads only
 // "Input/output error".
 absl::StatusOr<std::vector<ShardInfo>> WriteShards(
-    const std::string& dir, const std::string& dst,
-    const SourceListing& listing, const ScanResult& scan,
+    const std::string& dir, const std::string& dst, const Importer& importer,
+    const ImportListing& listing, const ScanResult& scan,
     absl::Span<const FieldSpec> schema, const PackOptions& o, int threads) {
   uint64_t total_bytes = 0;
   for (uint64_t i : scan.good) total_bytes += scan.scanned[i].bytes;
@@ -288,7 +321,7 @@ absl::StatusOr<std::vector<ShardInfo>> WriteShards(
       PlanShards(scan.good, scan.scanned, count);
   std::vector<uint64_t> values;
   for (uint64_t i : scan.good) {
-    values.push_back(scan.scanned[i].bytes + kRecordOverhead);
+    values.push_back(scan.scanned[i].bytes + RecordOverhead(schema.size()));
   }
   const uint64_t needed = EstimateShardBytes(values, count);
   const uint64_t free = FreeBytes(dir);
@@ -300,7 +333,7 @@ absl::StatusOr<std::vector<ShardInfo>> WriteShards(
     ProgressCounter progress(o.progress, "write", scan.good.size());
     ParallelFor(threads, count, [&](uint64_t s) {
       sizes[s] = WriteShard(absl::StrCat(dir, "/", plans[s].file), plans[s],
-                            listing, scan.scanned, schema, &progress);
+                            importer, listing, scan.scanned, schema, &progress);
     });
   }
   std::vector<ShardInfo> shards;
@@ -362,10 +395,16 @@ absl::Status Publish(const std::string& tmp, const std::string& dst) {
 
 absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  if (o.src.empty() == o.list_file.empty()) {
+  const int sources = (o.importer != nullptr) + !o.src.empty() +
+                      !o.list_file.empty();
+  if (sources != 1) {
     return absl::InvalidArgumentError(
-        "give exactly one source: a folder or a list file");
+        "give exactly one source: a folder, a list file or an importer");
   }
+  std::shared_ptr<Importer> importer = o.importer;
+  if (!o.src.empty()) importer = MakeImageFolderImporter(o.src);
+  if (!o.list_file.empty()) importer = MakePathLabelListImporter(o.list_file);
+  const std::string source = importer->source();
   std::string dst = o.dst;
   while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
   if (dst.empty()) return absl::InvalidArgumentError("no destination given");
@@ -373,22 +412,27 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("shards is ", o.shards));
   }
   if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
-  if (!o.src.empty() && IsInside(dst, o.src)) {
+  std::error_code ec;
+  if (fs::is_directory(source, ec) && IsInside(dst, source)) {
     // A second pack would list the first one's files as a class.
     return absl::InvalidArgumentError(
-        absl::StrCat("destination ", dst, " is inside the source ", o.src));
+        absl::StrCat("destination ", dst, " is inside the source ", source));
   }
 
-  absl::StatusOr<SourceListing> listing =
-      o.src.empty() ? ReadListFile(o.list_file) : ListImageFolder(o.src);
+  absl::StatusOr<ImportListing> listing = importer->List();
   if (!listing.ok()) return listing.status();
-  const std::string source = o.src.empty() ? o.list_file : o.src;
-  if (listing->files.empty() && listing->rejected.empty()) {
+  if (listing->samples.empty() && listing->rejected.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("no files to pack in ", source));
   }
   if (o.on_error == OnError::kFail && !listing->rejected.empty()) {
     return FailedOn(listing->rejected.front());
+  }
+  for (const FieldSpec& field : listing->schema) {
+    if (IsUtf8(field.name)) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("field name '", EscapeNonUtf8(field.name), "' in ",
+                     EscapeNonUtf8(source), " is not UTF-8"));
   }
 
   // Class names and the dataset name go into manifest.json, whose strings
@@ -416,20 +460,21 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   absl::StatusOr<std::unique_ptr<PackTempDir>> temp = PackTempDir::Create(dst);
   if (!temp.ok()) return temp.status();
   const std::string& tmp = (*temp)->path();
-  std::error_code ec;
   const int threads = ResolveThreads(o.threads);
 
-  absl::StatusOr<ScanResult> scan = ScanAll(*listing, o, threads);
+  absl::StatusOr<ScanResult> scan = ScanAll(*importer, *listing, o, threads);
   if (!scan.ok()) return scan.status();
   if (scan->good.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nothing to pack: all ", scan->skipped.size(),
-                     " files in ", source, " were skipped"));
+    // Say why, at least for the first: the report that lists them all
+    // never comes.
+    const SkippedFile& first = scan->skipped.front();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nothing to pack: all ", scan->skipped.size(), " samples in ", source,
+        " were skipped; the first, ", first.path, ": ", first.reason));
   }
-  absl::StatusOr<std::vector<FieldSpec>> schema = ImageLabelSchema(*scan);
-  if (!schema.ok()) return schema.status();
+  std::vector<FieldSpec> schema = CompleteSchema(listing->schema, *scan);
   absl::StatusOr<std::vector<ShardInfo>> shards =
-      WriteShards(tmp, dst, *listing, *scan, *schema, o, threads);
+      WriteShards(tmp, dst, *importer, *listing, *scan, schema, o, threads);
   if (!shards.ok()) return shards.status();
 
   PackReport report;
@@ -437,7 +482,7 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   Manifest& m = report.manifest;
   m.name = name;
   m.num_samples = scan->good.size();
-  m.fields = *std::move(schema);
+  m.fields = std::move(schema);
   m.classes = listing->classes;
   m.shards = *std::move(shards);
   m.created = NowUtc();

@@ -1,14 +1,17 @@
-// Pack: turns a folder of small files (ImageFolder layout, or a list file of
-// `path,label` lines; see source_list.h) into a packed dataset: LMDB shards
-// plus a manifest (see manifest.h and record.h for the format) with two
-// fields, `image` (kind image) and `label` (int64).
+// Pack: turns the samples an Importer lists (importer.h: an ImageFolder, a
+// list or CSV/JSONL manifest, WebDataset tars, TFRecords, a foreign LMDB)
+// into a packed dataset: LMDB shards plus a manifest (see manifest.h and
+// record.h for the format) with the importer's schema; an ImageFolder or a
+// `path,label` list gives `image` (kind image) and `label` (int64).
 //
-// It runs in two passes. "scan" reads and checks every source file on a
-// thread pool, remembering only its size and hash. Ids are then assigned to
-// the good files in listing order, so the result does not depend on thread
-// timing, and split into shards of contiguous ids. "write" fills the shards
-// in parallel, one LMDB environment per shard, appending in key order; each
-// file is read again and must not have changed since the scan.
+// It runs in two passes. "scan" reads and checks every sample on a thread
+// pool (each value with its kind's CheckContent, spatial ones with
+// `validate`), remembering only its size, hash, ragged lengths and image
+// formats. Ids are then assigned to the good samples in listing order, so
+// the result does not depend on thread timing, and split into shards of
+// contiguous ids. "write" fills the shards in parallel, one LMDB
+// environment per shard, appending in key order; each sample is read again
+// and must not have changed since the scan.
 //
 // Everything is written into the sibling folder DST.tmp-<pid>, which is
 // renamed to DST only once the shards and manifest are on disk, so an
@@ -22,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/dataset/field_kind.h"
+#include "server/dataset/importer.h"
 #include "server/dataset/manifest.h"
 #include "server/dataset/parallel.h"
 #include "server/dataset/source_list.h"
@@ -43,8 +48,11 @@ enum class OnError { kSkip, kFail };
 inline constexpr uint64_t kAutoShardBytes = uint64_t{256} << 20;
 
 struct PackOptions {
-  std::string src;        // ImageFolder root; empty when list_file is set.
-  std::string list_file;  // `path,label` lines; empty when src is set.
+  // Exactly one source: an importer, or the shorthands for the two
+  // built-in ones (importer.h).
+  std::shared_ptr<Importer> importer;
+  std::string src;        // ImageFolder root.
+  std::string list_file;  // `path,label` lines.
   std::string dst;        // Must not exist unless `force`.
   std::string name;       // The dataset's name; empty: DST's base name.
   // Number of shards; 0: one per kAutoShardBytes, at least 1. Never more
@@ -55,7 +63,7 @@ struct PackOptions {
   // Replace an existing dataset at DST. A DST that is not a dataset (no
   // manifest.json) is never replaced.
   bool force = false;
-  // Checks one source file's bytes and names its image format, which the
+  // Checks the value of each spatial (image) field and names its format, which the
   // manifest counts (the image field's "formats"); empty accepts every
   // non-empty file and counts no formats.
   ImageCheck validate;
@@ -74,9 +82,9 @@ struct PackReport {
   double seconds = 0;
 };
 
-// Packs `o.src` or `o.list_file` into `o.dst`. Errors: InvalidArgument for
-// bad options, a malformed list file, a bad source file with kFail (naming
-// its path), a class folder or dataset name that is not UTF-8, or nothing
+// Packs `o.importer`, `o.src` or `o.list_file` into `o.dst`. Errors:
+// InvalidArgument for bad options, a malformed source listing, a bad sample
+// with kFail (naming where it comes from), a class folder or dataset name that is not UTF-8, or nothing
 // left to pack; AlreadyExists if DST exists without `force`;
 // ResourceExhausted "no space left ... needs about N MB" for a full
 // filesystem; other file-system errors naming the path.

@@ -260,7 +260,9 @@ TEST_F(PackerTest, NothingLeftToPackIsAnError) {
   };
   const absl::Status s = Pack(o).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("nothing to pack: all 7 files"));
+  EXPECT_THAT(s.message(), HasSubstr("nothing to pack: all 7 samples"));
+  // The first reason is in the error: no report of skipped files follows.
+  EXPECT_THAT(s.message(), HasSubstr("the first, " + src() + "/cat/0.jpg: no"));
   EXPECT_THAT(Entries(tmp_.path()), ElementsAre("src"));
 }
 

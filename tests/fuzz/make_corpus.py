@@ -13,6 +13,7 @@ import io
 import json
 import struct
 import sys
+import tarfile
 import zlib
 from pathlib import Path
 
@@ -235,13 +236,116 @@ def requests():
     }
 
 
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+
+
+def masked_crc(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tars():
+    def tar(fmt, members):
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=fmt) as t:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        return out.getvalue()
+    small = [("0001.jpg", b"\xff\xd8\xff"), ("0001.cls", b"3")]
+    long = [("d/" + "k" * 120 + ".jpg", b"x"), ("d/" + "k" * 120 + ".cls",
+                                                  b"1")]
+    good = tar(tarfile.USTAR_FORMAT, small)
+    return {"ustar": good, "gnu-longname": tar(tarfile.GNU_FORMAT, long),
+            "pax": tar(tarfile.PAX_FORMAT, long),
+            "truncated": good[:700]}
+
+
+def tfrecords():
+    def varint(n):
+        out = bytearray()
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+
+    def fld(number, payload):
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    def entry(key, feature):
+        return fld(1, fld(1, key) + fld(2, feature))
+    example = fld(1, entry(b"image/encoded", fld(1, fld(1, b"\xff\xd8")))
+                  + entry(b"image/class/label", fld(3, fld(1, varint(7))))
+                  + entry(b"bbox", fld(2, fld(1, struct.pack("<2f", 0.5,
+                                                             1.0)))))
+
+    def frame(data):
+        n = struct.pack("<Q", len(data))
+        return (n + struct.pack("<I", masked_crc(n)) + data +
+                struct.pack("<I", masked_crc(data)))
+    # The first byte picks the fuzzer's mode: odd frames the rest itself.
+    return {"framed-example": b"\x01" + example,
+            "file-two-records": b"\x00" + frame(example) + frame(b""),
+            "file-bad-crc": b"\x00" + frame(example)[:-1] + b"\x00"}
+
+
+def pickles():
+    import os
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("true",))
+    out = {f"record-p{p}": pickle.dumps((b"\xff\xd8ab", 7), protocol=p)
+           for p in (2, 3, 4, 5)}
+    out["keys-p4"] = pickle.dumps([b"0", b"1"], protocol=4)
+    out["big-label-p5"] = pickle.dumps((b"x", 2**40), protocol=5)
+    out["evil-p4"] = pickle.dumps(Evil(), protocol=4)
+    return out
+
+
+def msgpacks():
+    # Hand-encoded: msgpack.packb([{b'data': b'jpg'}, 3]) and friends.
+    return {"record-bin": b"\x92\x81\xc4\x04data\xc4\x03jpg\x03",
+            "record-str": b"\x92\x81\xa4data\xa3jpg\x03",
+            "len": b"\xcd\x01\x00",
+            "nested": b"\x91\x91\x92\xcb" + struct.pack(">d", 0.5) + b"\xc0"}
+
+
+def npys():
+    import numpy as np
+
+    def save(a):
+        out = io.BytesIO()
+        np.save(out, a)
+        return out.getvalue()
+    return {"f32-2x3": save(np.zeros((2, 3), np.float32)),
+            "i64-scalar": save(np.int64(5)),
+            "u8-empty": save(np.zeros((0, 4), np.uint8)),
+            "fortran": save(np.asfortranarray(np.zeros((2, 3)))),
+            "v2-header": b"\x93NUMPY\x02\x00" + struct.pack("<I", 60) +
+            b"{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }"
+            .ljust(59) + b"\n" + b"\0" * 4}
+
+
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "corpus"
     for target, seeds in [("fuzz_jpeg", jpegs()), ("fuzz_png", pngs()),
                           ("fuzz_record", records()),
                           ("fuzz_manifest", manifests()),
                           ("fuzz_config", configs()),
-                          ("fuzz_request", requests())]:
+                          ("fuzz_request", requests()),
+                          ("fuzz_tar", tars()), ("fuzz_tfrecord", tfrecords()),
+                          ("fuzz_pickle", pickles()),
+                          ("fuzz_msgpack", msgpacks()), ("fuzz_npy", npys())]:
         d = out / target
         d.mkdir(parents=True, exist_ok=True)
         for name, data in seeds.items():

@@ -43,6 +43,13 @@ class BytesKind final : public FieldKind {
                                             "other text as bytes)"));
   }
 
+  // The text itself: a str is its UTF-8, a bytes value its raw bytes
+  // (CheckContent checks a str's UTF-8 later, as for every importer).
+  absl::StatusOr<std::string> FromText(const FieldSpec&,
+                                       std::string_view text) const override {
+    return std::string(text);
+  }
+
  private:
   const bool utf8_;
 };

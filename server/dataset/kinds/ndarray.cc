@@ -2,11 +2,17 @@
 // (token ids, boxes, embeddings). With shape[0] == -1 a value is any number
 // of whole rows of prod(shape[1:]) elements; no other dimension may vary.
 
+#include <climits>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "server/tensor/float16.h"
 #include "server/dataset/field_kind.h"
 
 namespace stoker::dataset {
@@ -23,6 +29,56 @@ std::string TypeText(const FieldSpec& spec) {
 
 bool Ragged(const FieldSpec& spec) {
   return !spec.shape.empty() && spec.shape[0] == -1;
+}
+
+// Appends `number` as one element of `dtype`; false if it is not a number
+// of that dtype (an integer out of range, a fraction for an integer type).
+bool AppendElement(tensor::DType dtype, absl::string_view number,
+                   std::string* out) {
+  auto put = [out](const auto& v) {
+    out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+  };
+  auto integer = [&](auto zero, int64_t lo, int64_t hi) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(number, &v) || v < lo || v > hi) return false;
+    put(static_cast<decltype(zero)>(v));
+    return true;
+  };
+  using L = std::numeric_limits<int64_t>;
+  switch (dtype) {
+    case tensor::DType::kBool:
+      return integer(uint8_t{0}, 0, 1);
+    case tensor::DType::kUint8:
+      return integer(uint8_t{0}, 0, 255);
+    case tensor::DType::kInt8:
+      return integer(int8_t{0}, -128, 127);
+    case tensor::DType::kUint16:
+      return integer(uint16_t{0}, 0, 65535);
+    case tensor::DType::kInt16:
+      return integer(int16_t{0}, -32768, 32767);
+    case tensor::DType::kInt32:
+      return integer(int32_t{0}, INT32_MIN, INT32_MAX);
+    case tensor::DType::kInt64:
+      return integer(int64_t{0}, L::min(), L::max());
+    case tensor::DType::kFloat16:
+    case tensor::DType::kFloat32: {
+      float v = 0;
+      if (!absl::SimpleAtof(number, &v)) return false;
+      if (dtype == tensor::DType::kFloat32) {
+        put(v);
+      } else {
+        put(tensor::FloatToHalf(v));
+      }
+      return true;
+    }
+    case tensor::DType::kFloat64: {
+      double v = 0;
+      if (!absl::SimpleAtod(number, &v)) return false;
+      put(v);
+      return true;
+    }
+  }
+  return false;
 }
 
 class NdarrayKind final : public FieldKind {
@@ -90,6 +146,30 @@ class NdarrayKind final : public FieldKind {
       }
     }
     return absl::OkStatus();
+  }
+
+  // Numbers separated by spaces or commas, brackets ignored: "1 2 3",
+  // "[[0.5, 1], [2, 3]]". The count must fit the shape.
+  absl::StatusOr<std::string> FromText(const FieldSpec& spec,
+                                       std::string_view text) const override {
+    std::string out;
+    uint64_t count = 0;
+    for (absl::string_view number :
+         absl::StrSplit(absl::string_view(text.data(), text.size()),
+                        absl::ByAnyChar(" \t\r\n,[]"), absl::SkipEmpty())) {
+      if (!AppendElement(spec.dtype, number, &out)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field '", spec.name, "': element ", count, " '", number,
+            "' is not a ", std::string(tensor::DTypeName(spec.dtype))));
+      }
+      ++count;
+    }
+    if (absl::Status s = CheckValue(spec, out); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", spec.name, "': ", count,
+                       " numbers do not fit ", TypeText(spec)));
+    }
+    return out;
   }
 };
 

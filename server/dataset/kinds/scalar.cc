@@ -2,9 +2,12 @@
 // per record (a class label, a regression target, a weight). One template,
 // three registrations.
 
+#include <cstring>
 #include <memory>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/dataset/field_kind.h"
 
@@ -32,6 +35,32 @@ class ScalarKind final : public FieldKind {
     return absl::DataLossError(
         absl::StrCat("field '", spec.name, "' has ", value.size(), " bytes, ",
                      std::string(name()), " needs ", size));
+  }
+
+  absl::StatusOr<std::string> FromText(const FieldSpec& spec,
+                                       std::string_view text) const override {
+    const absl::string_view t =
+        absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+    bool ok = false;
+    std::string out(tensor::DTypeSize(kDType), '\0');
+    if constexpr (kDType == tensor::DType::kInt64) {
+      int64_t v = 0;
+      ok = absl::SimpleAtoi(t, &v);
+      std::memcpy(out.data(), &v, sizeof(v));
+    } else if constexpr (kDType == tensor::DType::kFloat32) {
+      float v = 0;
+      ok = absl::SimpleAtof(t, &v);
+      std::memcpy(out.data(), &v, sizeof(v));
+    } else {
+      double v = 0;
+      ok = absl::SimpleAtod(t, &v);
+      std::memcpy(out.data(), &v, sizeof(v));
+    }
+    if (ok) return out;
+    return absl::InvalidArgumentError(
+        absl::StrCat("field '", spec.name, "': '", t, "' is not ",
+                     kDType == tensor::DType::kInt64 ? "an " : "a ",
+                     std::string(name())));
   }
 };
 
