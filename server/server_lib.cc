@@ -245,6 +245,16 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   };
   so.max_batch_bytes = o.limits.max_batch_bytes;
   so.memory_budget = o.memory_budget;
+  if (!o.helpers.addresses.empty()) {
+    // Local first: the pool has more runnable tasks than workers.
+    pipeline::WorkerPool* const pool = server->pool_.get();
+    server->helpers_ = std::make_unique<remote::HelperPool>(
+        o.helpers, [pool] {
+          const pipeline::WorkerPool::Stats s = pool->GetStats();
+          return s.queued > static_cast<size_t>(s.active_threads);
+        });
+    so.placer = server->helpers_.get();
+  }
   so.on_corrupt = o.on_corrupt == config::OnCorrupt::kFail
                       ? service::OnCorrupt::kFail
                       : service::OnCorrupt::kSkip;
@@ -284,6 +294,7 @@ absl::Status StokerServer::Start() {
        {"gpus", absl::StrCat(gpu.gpus.size())},
        {"detail", cuda::DescribeCuda(gpu)}});
   pool_->Start();
+  if (helpers_ != nullptr) helpers_->Start();
   opener_->Start();
   if (autotune_ != nullptr) autotune_->Start();
   if (options_.metrics.enabled) {
@@ -362,6 +373,9 @@ void StokerServer::Stop() {
   // First, so that no scrape reads a daemon being taken apart.
   if (exposer_ != nullptr) exposer_->Stop();
   if (service_ != nullptr) service_->Shutdown();
+  // Cancels the chunks on helpers: their batches are built here, or fail
+  // with their streams.
+  if (helpers_ != nullptr) helpers_->Stop();
   if (unix_acceptor_ != nullptr) unix_acceptor_->Stop();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -431,6 +445,11 @@ metrics::DaemonStats StokerServer::Stats() const {
   absl::MutexLock lock(&mu_);
   s.storage = storage_;
   return s;
+}
+
+std::vector<remote::HelperStats> StokerServer::HelperStats() const {
+  if (helpers_ == nullptr) return {};
+  return helpers_->Stats();
 }
 
 }  // namespace stoker

@@ -29,6 +29,7 @@
 #include "server/metrics/storage_probe.h"
 #include "server/metrics/stream_log.h"
 #include "server/pipeline/worker_pool.h"
+#include "server/remote/helper_pool.h"
 #include "server/service/autotune_thread.h"
 #include "server/service/catalog.h"
 #include "server/service/opener.h"
@@ -70,6 +71,8 @@ class StokerServer {
   int metrics_port() const;
   // A snapshot of every counter: what /metrics and GetStats render.
   metrics::DaemonStats Stats() const;
+  // Each helper of the config `helpers`, in config order; empty without.
+  std::vector<remote::HelperStats> HelperStats() const;
 
  private:
   StokerServer(config::ServerOptions options,
@@ -83,6 +86,9 @@ class StokerServer {
   // service so that it outlives every stream.
   metrics::StreamLog stream_log_;
   std::unique_ptr<pipeline::WorkerPool> pool_;
+  // Null without `helpers` in the config. Outlives the service's streams,
+  // which place chunks on it.
+  std::unique_ptr<remote::HelperPool> helpers_;
   // The default prefetch depth the autotuner picks (prefetch: auto); read
   // by the service at each open.
   std::atomic<uint32_t> tuned_prefetch_{0};

@@ -89,8 +89,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
-absl::StatusOr<std::vector<DatasetSummary>> Client::ListDatasets() {
+absl::StatusOr<std::vector<DatasetSummary>> Client::ListDatasets(
+    std::chrono::milliseconds timeout) {
   grpc::ClientContext context;
+  if (timeout.count() > 0) {
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+  }
   v1::ListDatasetsResponse response;
   grpc::Status s =
       impl_->stub->ListDatasets(&context, v1::ListDatasetsRequest(), &response);
@@ -119,10 +123,13 @@ absl::StatusOr<std::vector<PipelineSummary>> Client::ListPipelines() {
 
 absl::StatusOr<std::unique_ptr<Stream>> Client::OpenStream(
     const StreamOptions& options) {
-  std::unique_ptr<Stream> stream(new Stream(this, options));
-  const auto deadline = std::chrono::steady_clock::now() + options.open_timeout;
-  if (absl::Status s = stream->Open(deadline); !s.ok()) return s;
+  std::unique_ptr<Stream> stream = NewStream(options);
+  if (absl::Status s = stream->Start(); !s.ok()) return s;
   return stream;
+}
+
+std::unique_ptr<Stream> Client::NewStream(const StreamOptions& options) {
+  return std::unique_ptr<Stream>(new Stream(this, options));
 }
 
 absl::Status Client::GetStats(v1::DaemonStats* stats) {

@@ -64,6 +64,18 @@ void Stream::Cancel() {
   if (call_ != nullptr && !call_->finished) call_->End(/*cancel=*/true);
 }
 
+absl::Status Stream::Start() {
+  return Open(Clock::now() + options_.open_timeout);
+}
+
+void Stream::Interrupt() {
+  std::lock_guard<std::mutex> lock(interrupt_mu_);
+  interrupted_ = true;
+  // TryCancel is thread-safe; End(), which joins the reader, stays the
+  // owner's. A side channel's read ends when the call does.
+  if (call_ != nullptr) call_->context.TryCancel();
+}
+
 absl::Status Stream::Open(Clock::time_point deadline) {
   absl::StatusOr<std::vector<ClientTransportDef>> transports =
       ParseTransports(options_.transport);
@@ -110,7 +122,11 @@ absl::Status Stream::OpenWith(int transport_number,
         absl::StrCat("cannot reach stokerd at ", client_->impl_->target,
                      why.ok() ? "" : ": ", why.error_message()));
   }
-  call_ = std::make_unique<Call>();
+  {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    if (interrupted_) return absl::CancelledError("stream interrupted");
+    call_ = std::make_unique<Call>();
+  }
   call_->rw = client_->impl_->stub->Stream(&call_->context);
   call_->transport = std::move(transport);
 
@@ -176,6 +192,10 @@ absl::Status Stream::OpenWith(int transport_number,
 }
 
 absl::Status Stream::Reconnect(const absl::Status& cause) {
+  {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    if (interrupted_) return absl::CancelledError("stream interrupted");
+  }
   const Clock::time_point give_up = Clock::now() + options_.reconnect_timeout;
   std::chrono::milliseconds backoff(50);
   absl::Status last = cause;

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "server/config/catalog_reader.h"
+#include "server/config/helpers_reader.h"
 #include "server/config/config_reference.h"
 #include "server/config/value_readers.h"
 #include "server/config/yaml_util.h"
@@ -113,6 +114,8 @@ absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
       ReadMetrics(entry);
     } else if (entry.key == "sharing") {
       ReadSharing(entry);
+    } else if (entry.key == "helpers") {
+      internal::ReadHelpers(entry, &options_.helpers, diag_);
     } else if (entry.key == "jobs") {
       ReadJobs(entry);
     } else if (entry.key == "datasets") {

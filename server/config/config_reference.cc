@@ -123,6 +123,28 @@ const std::vector<KeyDoc>& Keys() {
       {"sharing.lag_window", "integer >= 1", "",
        "Batches a consumer of a shared run may fall behind the fastest one "
        "before it is detached onto a run of its own."},
+      {"helpers", "map", "none",
+       "Helper daemons (other machines' stokerd, reached over TCP) that may "
+       "build chunks of this daemon's batches while its own workers are the "
+       "bottleneck. A helper needs the same datasets (the same packs: their "
+       "manifest digests must match) and pipelines; one that fails or "
+       "stalls only means this daemon builds those batches itself. See "
+       "docs/remote-design.md."},
+      {"helpers.addresses", "list of HOST:PORT", "[]",
+       "Each helper's TCP listener (its `listen.tcp`)."},
+      {"helpers.placement", "`local_first` or `remote_first`", "",
+       "`local_first`: a chunk goes to a helper only while this daemon's "
+       "worker pool has more runnable tasks than workers; `remote_first`: "
+       "whenever a helper has room (a node that should keep its cores for "
+       "training)."},
+      {"helpers.chunk_steps", "integer >= 1", "",
+       "Consecutive batches one helper stream builds; at most half a "
+       "stream's window (prefetch)."},
+      {"helpers.streams", "integer >= 1", "",
+       "Chunks open on one helper at once."},
+      {"helpers.stall_seconds", "seconds, 0.1 to 3600", "",
+       "A chunk that received nothing for this long is given up and its "
+       "batches are built here."},
       {"jobs", "map of JOB_ID to map", "none",
        "Per-job settings, by the job id clients send."},
       {"jobs.JOB.weight", "number, 0.001 to 1000000", "1, or the job's request",
@@ -190,7 +212,13 @@ std::string DefaultOf(absl::string_view key) {
   if (key == "limits.admission_wait") {
     return absl::StrCat(d.limits.admission_wait_seconds);
   }
-  if (key == "sharing") return "the defaults below";
+  if (key == "helpers.placement") return "local_first";
+  if (key == "helpers.chunk_steps") return absl::StrCat(d.helpers.chunk_steps);
+  if (key == "helpers.streams") return absl::StrCat(d.helpers.streams);
+  if (key == "helpers.stall_seconds") {
+    return absl::StrCat(d.helpers.stall_seconds);
+  }
+    if (key == "sharing") return "the defaults below";
   if (key == "sharing.lag_window") return absl::StrCat(d.sharing.lag_window);
   return "";
 }

@@ -78,6 +78,24 @@ struct SharingOptions {
 };
 
 // What the daemon does with a record that fails its checksum or decode.
+// Helper daemons that may build chunks of this daemon's batches
+// (docs/remote-design.md). No addresses: every batch is built here.
+struct HelperOptions {
+  // "HOST:PORT" of each helper's TCP listener, in config order; unique.
+  std::vector<std::string> addresses;
+  // local_first: a chunk goes to a helper only while this daemon's worker
+  // pool has more runnable tasks than workers. remote_first: whenever a
+  // helper has room.
+  enum class Placement { kLocalFirst, kRemoteFirst };
+  Placement placement = Placement::kLocalFirst;
+  // Batches per chunk; a stream's chunks are at most half its window.
+  uint32_t chunk_steps = 8;
+  // Chunks open on one helper at once.
+  uint32_t streams = 4;
+  // A chunk that received nothing for this long is given up and built here.
+  double stall_seconds = 5;
+};
+
 enum class OnCorrupt { kSkip, kFail };
 
 struct DatasetOptions {
@@ -126,6 +144,7 @@ struct ServerOptions {
   // first stream asks for (1 by default).
   std::map<std::string, double> job_weights;
   MetricsOptions metrics;
+  HelperOptions helpers;
   // In config file order; names are unique. Never empty once loaded.
   std::vector<DatasetOptions> datasets;
   // In config file order; names are unique. Never empty once loaded.

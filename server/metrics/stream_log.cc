@@ -57,6 +57,9 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
        {"samples", absl::StrCat(st[service::Count::kSamples])},
        {"batches", absl::StrCat(st[service::Count::kBatches])},
        {"skipped", absl::StrCat(st[service::Count::kSkipped])},
+       // Built by helper daemons; placed on one and built here after all.
+       {"remote_batches", absl::StrCat(st[service::Count::kRemoteBatches])},
+       {"remote_rebuilt", absl::StrCat(st[service::Count::kRemoteRebuilt])},
        {"seconds", absl::StrFormat("%.3f", seconds_open)},
        {"stall_share", consumer > 0
                            ? absl::StrFormat("%.3f", wait / consumer)

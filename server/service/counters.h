@@ -38,6 +38,8 @@ enum class Count {
   kAcks,
   kWaitNs,
   kBusyNs,
+  kRemoteBatches,
+  kRemoteRebuilt,
 };
 
 struct CountDef {
@@ -71,6 +73,15 @@ inline constexpr CountDef kCounts[] = {
      "Time consumers spent between their requests (training steps). Stall "
      "share = rate(wait) / (rate(wait) + rate(busy)).",
      1e-9},
+    {Count::kRemoteBatches, "remote_batches", "stoker_remote_batches_total",
+     "Batches built by a helper daemon and delivered from here (included in "
+     "stoker_batches_total).",
+     1},
+    {Count::kRemoteRebuilt, "remote_rebuilt",
+     "stoker_remote_rebuilt_batches_total",
+     "Batches placed on a helper that did not deliver them (it failed, "
+     "stalled or was refused), built here instead.",
+     1},
 };
 inline constexpr int kNumCounts = sizeof(kCounts) / sizeof(kCounts[0]);
 

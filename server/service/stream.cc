@@ -7,6 +7,8 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "server/pipeline/sample_rng.h"
 #include "server/service/shared_run.h"
 
@@ -29,6 +31,10 @@ uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
 
 }  // namespace
 
+bool IsHelperJob(std::string_view job_id) {
+  return job_id.substr(0, 7) == "helper:";
+}
+
 uint64_t EndPosition(const StreamSpec& spec, uint64_t steps_per_epoch) {
   uint64_t end = spec.epochs == 0
                      ? std::numeric_limits<uint64_t>::max()
@@ -45,9 +51,9 @@ uint64_t EndPosition(const StreamSpec& spec, uint64_t steps_per_epoch) {
 
 // A batch being built. Each of its samples is written by exactly one task;
 // the task that finishes last marks the batch done. Or, for a stream on a
-// shared run, the run delivers it whole.
+// shared run, the run delivers it whole; or a helper's chunk does.
 struct Stream::Building {
-  enum class Source { kTasks, kRun, kDelivering };
+  enum class Source { kTasks, kRun, kRemote, kDelivering };
   uint64_t epoch = 0;
   uint64_t step = 0;
   std::vector<uint64_t> ids;
@@ -56,6 +62,8 @@ struct Stream::Building {
   std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
   bool done = false;                 // Guarded by the stream's mu_.
   Source source = Source::kTasks;    // Guarded by the stream's mu_.
+  uint64_t chunk = 0;  // kRemote: the chunk's id. Guarded by the stream's mu_.
+  bool remote = false;  // Delivered by a helper.
   // Set when the run delivered it: the batch's description (its buffer is
   // `buffer`), or the run's error.
   std::optional<ReadyBatch> delivered;
@@ -74,6 +82,11 @@ Stream::Stream(Options options)
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
       end_(EndPosition(spec_, steps_per_epoch_)),
+      start_(spec_.start_epoch * steps_per_epoch_ + spec_.start_step),
+      placer_(IsHelperJob(spec_.job_id) ? nullptr : options.placer),
+      manifest_digest_(placer_ != nullptr
+                           ? dataset::ManifestDigest(dataset_->manifest())
+                           : std::string()),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
@@ -118,6 +131,8 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
     if (run_ != nullptr) {
       b->source = Building::Source::kRun;
       run = run_;
+    } else if (placer_ != nullptr) {
+      PlaceLocked(b.get(), pos);
     }
     if (++next_step_ == steps_per_epoch_) {
       next_step_ = 0;
@@ -129,10 +144,173 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
   }
   if (run != nullptr) {
     run->Request(this, seq, pos);
-  } else {
+  } else if (batch->source == Building::Source::kTasks) {
     SubmitSamples(batch);
   }
   return true;
+}
+
+void Stream::PlaceLocked(Building* batch, uint64_t pos) {
+  if (pos >= chunk_end_) {
+    const uint64_t steps = placer_->chunk_steps(spec_.prefetch);
+    // Chunks start every `steps` positions from the stream's start, so a
+    // chunk that ended early is not followed by a misaligned one.
+    if ((pos - start_) % steps != 0) return;
+    const uint64_t end = std::min(end_, pos + steps);
+    std::shared_ptr<RemoteChunk> chunk =
+        placer_->Place(spec_, manifest_digest_, steps_per_epoch_, pos, end,
+                       std::weak_ptr<ChunkSink>(shared_from_this()));
+    if (chunk == nullptr) return;
+    chunks_[pos] = std::move(chunk);
+    chunk_begin_ = pos;
+    chunk_end_ = end;
+  }
+  if (chunks_.count(chunk_begin_) == 0) {  // Ended early: build it here.
+    counts_->Add(Count::kRemoteRebuilt, 1);
+    return;
+  }
+  batch->source = Building::Source::kRemote;
+  batch->chunk = chunk_begin_;
+}
+
+absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
+                                const RemoteBatch& remote) {
+  const uint64_t seq = pos - start_;
+  Building* b = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    // The chunk runs ahead of Fill by at most the helper's window: wait for
+    // the stream to start the batch, i.e. to give it a buffer. The flags
+    // checked outside mu_ (the stream's and the chunk's cancellation) are
+    // seen within the timeout.
+    auto it = chunks_.find(chunk);
+    if (it == chunks_.end()) {
+      return absl::CancelledError("the stream no longer waits for the chunk");
+    }
+    const std::shared_ptr<RemoteChunk> remote_chunk = it->second;
+    auto started = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return cancelled_ || remote_chunk->cancelled() || !status_.ok() ||
+             building_.count(seq) != 0 || chunks_.count(chunk) == 0 ||
+             AtEndLocked();
+    };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&started),
+                                 absl::Milliseconds(50))) {
+    }
+    if (cancelled_ || remote_chunk->cancelled() || !status_.ok()) {
+      return absl::CancelledError("the stream or the chunk ended");
+    }
+    auto found = building_.find(seq);
+    if (found == building_.end() ||
+        found->second->source != Building::Source::kRemote ||
+        found->second->chunk != chunk) {
+      return absl::CancelledError(absl::StrCat(
+          "the stream no longer waits for position ", pos, " from chunk ",
+          chunk));
+    }
+    b = found->second.get();
+    b->source = Building::Source::kDelivering;
+  }
+  // Only this call touches b until it is marked done or given back.
+  absl::Status copied = CopyRemote(b, remote);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!copied.ok()) {
+      // ChunkEnded, which the chunk calls next, builds it here.
+      b->source = Building::Source::kRemote;
+      return copied;
+    }
+    b->done = true;
+  }
+  NotifyReady();
+  return absl::OkStatus();
+}
+
+absl::Status Stream::CopyRemote(Building* b, const RemoteBatch& remote) {
+  if (remote.epoch != b->epoch || remote.step != b->step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sent epoch ", remote.epoch, " step ", remote.step, " for epoch ",
+        b->epoch, " step ", b->step));
+  }
+  // The helper's plan must be this stream's: each id of the step is either
+  // delivered or skipped, in the step's order.
+  size_t kept = 0;
+  size_t skipped = 0;
+  for (uint64_t id : b->ids) {
+    if (kept < remote.sample_ids.size() && remote.sample_ids[kept] == id) {
+      ++kept;
+    } else if (skipped < remote.skipped_ids.size() &&
+               remote.skipped_ids[skipped] == id) {
+      ++skipped;
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "its batch for epoch ", b->epoch, " step ", b->step,
+          " does not hold sample ", id, " where this daemon's plan has it"));
+    }
+  }
+  if (kept != remote.sample_ids.size() ||
+      skipped != remote.skipped_ids.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "its batch for epoch ", b->epoch, " step ", b->step,
+        " holds samples this daemon's plan does not"));
+  }
+  // Under on_corrupt: fail, a sample the helper skipped is rebuilt here,
+  // where the corrupt record fails the stream with its own message.
+  if (!remote.skipped_ids.empty() && on_corrupt_ == OnCorrupt::kFail) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it skipped samples ", absl::StrJoin(remote.skipped_ids, ","),
+        " as corrupt, and on_corrupt is fail"));
+  }
+  const uint32_t n = static_cast<uint32_t>(kept);
+  std::vector<BatchTensor> tensors = DescribeBatch(layout_, n);
+  for (const BatchTensor& t : tensors) {
+    const RemoteTensor* found = nullptr;
+    for (const RemoteTensor& r : remote.tensors) {
+      if (r.name == t.spec.name) found = &r;
+    }
+    if (found == nullptr || found->dtype != t.spec.dtype ||
+        found->shape != t.spec.shape || found->size != t.length) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "its tensor '", t.spec.name,
+          "' is not this daemon's output of that name (another pipeline "
+          "definition?)"));
+    }
+    if (t.offset + t.length > b->buffer->capacity()) {
+      return absl::InternalError("batch buffer too small for a helper batch");
+    }
+    std::memcpy(b->buffer->data() + t.offset, found->data, t.length);
+  }
+  if (remote.tensors.size() != tensors.size()) {
+    return absl::FailedPreconditionError(
+        "it sent tensors this daemon's pipeline does not output");
+  }
+  ReadyBatch ready;
+  ready.epoch = b->epoch;
+  ready.step = b->step;
+  ready.sample_ids = remote.sample_ids;
+  ready.skipped_ids = remote.skipped_ids;
+  ready.tensors = std::move(tensors);
+  ready.bytes = layout_.Bytes(n);
+  b->delivered = std::move(ready);
+  b->remote = true;
+  return absl::OkStatus();
+}
+
+void Stream::ChunkEnded(uint64_t chunk) {
+  std::vector<Building*> waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    chunks_.erase(chunk);
+    for (auto& [seq, b] : building_) {
+      if (b->source != Building::Source::kRemote || b->chunk != chunk) {
+        continue;
+      }
+      b->source = Building::Source::kTasks;
+      waiting.push_back(b.get());
+    }
+  }
+  // The chunk writes nothing after this call, so these are built once.
+  for (Building* b : waiting) SubmitSamples(b);
+  counts_->Add(Count::kRemoteRebuilt, static_cast<int64_t>(waiting.size()));
 }
 
 void Stream::SubmitSamples(Building* batch) {
@@ -213,6 +391,7 @@ std::optional<ReadyBatch> Stream::TakeReady() {
     ready = *std::move(batch->delivered);
     ready.buffer = std::move(batch->buffer);
     CountDelivered(ready);
+    if (batch->remote) counts_->Add(Count::kRemoteBatches, 1);
     return ready;
   }
   ready.epoch = batch->epoch;
@@ -349,11 +528,14 @@ void Stream::Cancel() {
     callback_ = nullptr;
   }
   std::shared_ptr<SharedRun> run;
+  std::map<uint64_t, std::shared_ptr<RemoteChunk>> chunks;
   {
     absl::MutexLock lock(&mu_);
     run = std::move(run_);
+    chunks = chunks_;
   }
   if (run != nullptr) run->Leave(this);
+  for (auto& [begin, chunk] : chunks) chunk->Cancel();
 }
 
 void Stream::RecordAck(double wait_seconds, double busy_seconds) {

@@ -24,6 +24,14 @@
 // reuses is read after the end. If the run detaches the stream for lagging,
 // it builds the batches it still waits for, and all later ones, itself.
 //
+// With a ChunkPlacer (remote_source.h), the stream may have a helper build
+// a chunk of consecutive batches: at each chunk boundary Fill asks the
+// placer, and the batches of a chunk it placed are filled by the helper's
+// copies (TakeRemote) instead of tasks. When a chunk ends early, the stream
+// builds what it did not deliver (ChunkEnded). A stream on a shared run,
+// and a stream a node opened on this daemon as its helper (job id
+// "helper:..."), place nothing.
+//
 // Thread-safe. The ready callback runs on a worker thread whenever a batch
 // finishes or the stream fails; it must not block. After Cancel() returns,
 // the callback never runs again. Tasks hold a shared_ptr to the stream, so it
@@ -38,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -51,6 +60,7 @@
 #include "server/service/batch.h"
 #include "server/service/catalog.h"
 #include "server/service/counters.h"
+#include "server/service/remote_source.h"
 #include "server/service/stream_session.h"
 
 namespace stoker::service {
@@ -100,7 +110,12 @@ struct StreamStats {
   bool sharing = false;     // Attached to a shared run now.
 };
 
+// True for the job id of a stream that a node opened on this daemon as its
+// helper: such a stream never places chunks in turn.
+bool IsHelperJob(std::string_view job_id);
+
 class Stream : public BatchSource,
+               public ChunkSink,
                public std::enable_shared_from_this<Stream> {
  public:
   struct Options {
@@ -120,6 +135,9 @@ class Stream : public BatchSource,
     // they deliver; its own counts are in no label set, and it adds only
     // stage latencies to `counters`.
     bool count_deliveries = true;
+    // Where chunks of batches may be built by helpers; null: all here.
+    // Outlives every stream.
+    ChunkPlacer* placer = nullptr;
   };
 
   explicit Stream(Options options);
@@ -176,6 +194,11 @@ class Stream : public BatchSource,
   // The transport took `nanoseconds` to hand a batch over.
   void RecordTransfer(int64_t nanoseconds);
 
+  // ChunkSink.
+  absl::Status TakeRemote(uint64_t chunk, uint64_t pos,
+                          const RemoteBatch& batch) override;
+  void ChunkEnded(uint64_t chunk) override;
+
   StreamStats stats() const;
 
  private:
@@ -188,6 +211,13 @@ class Stream : public BatchSource,
   // Counts a batch handed to the transport.
   void CountDelivered(const ReadyBatch& ready);
   bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes `batch`, at linear position `pos`, part of a helper's chunk when
+  // it falls in the open one or starts a new one the placer places.
+  void PlaceLocked(Building* batch, uint64_t pos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks that a helper's batch is the one `batch` would be and copies it
+  // into batch's buffer; FailedPrecondition naming the difference.
+  absl::Status CopyRemote(Building* batch, const RemoteBatch& remote);
 
   // Constant after construction.
   const StreamSpec spec_;
@@ -201,6 +231,9 @@ class Stream : public BatchSource,
   const uint64_t steps_per_epoch_;
   const uint64_t samples_per_epoch_;
   const uint64_t end_;  // EndPosition(spec_, steps_per_epoch_).
+  const uint64_t start_;  // Linear position of the first batch.
+  ChunkPlacer* const placer_;  // Null when this stream places nothing.
+  const std::string manifest_digest_;  // Set when placer_ is.
 
   const std::shared_ptr<StreamCounters> counters_;
   // This stream's counts: part of counters_' label set, or of none.
@@ -221,6 +254,12 @@ class Stream : public BatchSource,
   std::shared_ptr<SharedRun> run_ ABSL_GUARDED_BY(mu_);
   uint64_t lend_before_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::unique_ptr<Building>> building_ ABSL_GUARDED_BY(mu_);
+  // Open chunks by their first position; [chunk_begin_, chunk_end_) is the
+  // newest chunk claimed (possibly ended since).
+  std::map<uint64_t, std::shared_ptr<RemoteChunk>> chunks_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t chunk_begin_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t chunk_end_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -229,6 +229,7 @@ absl::StatusOr<OpenedStream> StreamService::Complete(
   options.group = ticket->group();
   options.on_corrupt = options_.on_corrupt;
   options.counters = CountersFor(spec);
+  options.placer = options_.placer;
   // A shared run's producer is built from the same parts.
   std::optional<Stream::Options> producer;
   if (spec.share) {

@@ -58,6 +58,9 @@ struct ServiceOptions {
   // heap buffers, which an shm stream can only take a copy of.
   BufferSourceFactory run_memory;
   OnCorrupt on_corrupt = OnCorrupt::kSkip;
+  // Where streams may have helpers build chunks of their batches; null:
+  // every batch is built here. Outlives the service.
+  ChunkPlacer* placer = nullptr;
 };
 
 struct OpenedStream {

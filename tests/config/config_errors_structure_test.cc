@@ -41,8 +41,8 @@ datasets: {d: {path: $D}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:3:1: unknown key 'workrs' (did you mean 'workers'?); "
-            "expected one of: datasets, device_memory_budget, jobs, limits, "
-            "listen, memory_budget, "
+            "expected one of: datasets, device_memory_budget, helpers, jobs, "
+            "limits, listen, memory_budget, "
             "metrics, on_corrupt, pipelines, prefetch, sharing, workers");
 }
 

@@ -155,6 +155,33 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
             "127.0.0.1:9464}, got 'on'");
 }
 
+TEST_F(ConfigErrorTest, HelperMistakesNameTheItem) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {addresses: [10.0.0.2:7411, nowhere]}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:38: helpers.addresses[1]: expected HOST:PORT like "
+            "127.0.0.1:7411, got 'nowhere' (no port)");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {addresses: [10.0.0.2:7411, 10.0.0.2:7411]}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:38: helpers.addresses[1]: 10.0.0.2:7411 is listed "
+            "twice");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {addresses: [10.0.0.2:7411], placement: nearest}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:50: helpers.placement: expected local_first or "
+            "remote_first, got nearest");
+}
+
 TEST_F(ConfigErrorTest, MissingDatasetDirectoryNamesThePathAndLine) {
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}

@@ -161,6 +161,28 @@ pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(options->device_memory_budget, 6ull << 30);
 }
 
+TEST_F(ConfigLoaderTest, HelpersAreReadInOrderWithTheirPolicy) {
+  dir_.MakeDir("train");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: s.sock}
+helpers:
+  addresses: [10.0.0.2:7411, "[fd00::3]:7411"]
+  placement: remote_first
+  chunk_steps: 3
+  streams: 2
+  stall_seconds: 1.5
+datasets: {train: {path: train}}
+pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const HelperOptions& h = options->helpers;
+  EXPECT_THAT(h.addresses, ElementsAre("10.0.0.2:7411", "[fd00::3]:7411"));
+  EXPECT_EQ(h.placement, HelperOptions::Placement::kRemoteFirst);
+  EXPECT_EQ(h.chunk_steps, 3u);
+  EXPECT_EQ(h.streams, 2u);
+  EXPECT_DOUBLE_EQ(h.stall_seconds, 1.5);
+}
+
 TEST_F(ConfigLoaderTest, RelativeDatasetPathResolvesAgainstConfigDirectory) {
   dir_.MakeDir("conf/shards/train");
   const std::filesystem::path file = dir_.WriteFile("conf/stoker.yaml", R"(

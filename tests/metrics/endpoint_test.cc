@@ -346,7 +346,8 @@ TEST(StreamLogTest, WritesOneLineAtOpenAndOneAtClose) {
                              "error=\"bad record\"\n"));
   EXPECT_THAT(out, HasSubstr("level=warning event=stream_close stream=5 "));
   EXPECT_THAT(out, HasSubstr("status=DATA_LOSS samples=640 batches=10 "
-                             "skipped=0 seconds=1.500 stall_share=0.250\n"));
+                             "skipped=0 remote_batches=0 remote_rebuilt=0 "
+                             "seconds=1.500 stall_share=0.250\n"));
 }
 
 TEST(StreamLogTest, SlowStorageIsAWarningWithTheRemedy) {

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -162,12 +163,19 @@ class Stream {
   // Over shm the tensors are views into the shared ring, valid while the
   // Batch lives; keep at most StreamOptions::hold batches alive at once.
   absl::Status Next(Batch* batch);
+  // Opens a stream made by Client::NewStream, as OpenStream would; within
+  // StreamOptions::open_timeout. Call once.
+  absl::Status Start();
   // Where a new stream would resume: the batch after the last one returned.
   Position position() const { return position_; }
   const StreamInfo& info() const { return info_; }
   // Times Next() reconnected after the daemon went away.
   int reconnects() const { return reconnects_; }
   void Cancel();
+  // Unlike the rest of Stream, callable from any thread: ends the stream
+  // for good, so that a Next() blocked in another thread returns Cancelled
+  // soon and no reconnect follows. The owner still destroys the stream.
+  void Interrupt();
 
  private:
   friend class Client;
@@ -193,6 +201,10 @@ class Stream {
   Position position_;
   std::chrono::steady_clock::time_point last_return_;
   int reconnects_ = 0;
+  // Guards the pointer call_ against Interrupt() from another thread: held
+  // where the owner replaces call_, and by Interrupt().
+  std::mutex interrupt_mu_;
+  bool interrupted_ = false;  // Guarded by interrupt_mu_.
 };
 
 struct DatasetSummary {
@@ -240,10 +252,17 @@ class Client {
       const std::string& target, const TlsOptions& tls);
   ~Client();
 
-  absl::StatusOr<std::vector<DatasetSummary>> ListDatasets();
+  // `timeout` bounds the call; 0: no bound.
+  absl::StatusOr<std::vector<DatasetSummary>> ListDatasets(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   absl::StatusOr<std::vector<PipelineSummary>> ListPipelines();
   absl::StatusOr<std::unique_ptr<Stream>> OpenStream(
       const StreamOptions& options);
+  // OpenStream in two steps: a stream not yet open, which Stream::Start()
+  // opens. Another thread may Interrupt() it in between or during Start(),
+  // which then returns Cancelled: for a caller that must not wait on a
+  // daemon that accepts the connection and never answers.
+  std::unique_ptr<Stream> NewStream(const StreamOptions& options);
 
   // The daemon's counters now (the GetStats call), as `stoker top` reads
   // them: a stoker.v1.DaemonStats, whose generated header

@@ -1,0 +1,252 @@
+#include "server/remote/helper_pool.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/metrics/log.h"
+
+namespace stoker::remote {
+namespace {
+
+using metrics::Log;
+using metrics::LogLevel;
+
+constexpr absl::Duration kFirstBackoff = absl::Seconds(1);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
+// An up helper is asked again this often, so a repacked dataset is seen.
+constexpr absl::Duration kReprobe = absl::Seconds(10);
+constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Position AtLinear(uint64_t pos, uint64_t steps_per_epoch) {
+  return Position{pos / steps_per_epoch, pos % steps_per_epoch};
+}
+
+}  // namespace
+
+struct HelperPool::Helper {
+  // Constant after construction.
+  std::string address;
+  std::unique_ptr<Client> client;
+  // Guarded by the pool's mu_.
+  bool up = false;
+  std::map<std::string, std::string> digests;  // Dataset -> manifest digest.
+  std::set<std::string> refused;               // Datasets logged as refused.
+  absl::Time next_probe = absl::InfinitePast();
+  absl::Duration backoff = kFirstBackoff;
+  HelperStats stats;
+};
+
+HelperPool::HelperPool(config::HelperOptions options,
+                       std::function<bool()> local_saturated)
+    : options_(std::move(options)),
+      local_saturated_(std::move(local_saturated)) {
+  for (const std::string& address : options_.addresses) {
+    auto h = std::make_unique<Helper>();
+    h->address = address;
+    h->client = Client::Connect(address);
+    h->stats.address = address;
+    helpers_.push_back(std::move(h));
+  }
+}
+
+HelperPool::~HelperPool() { Stop(); }
+
+void HelperPool::Start() {
+  monitor_ = std::thread([this] { Monitor(); });
+}
+
+void HelperPool::Stop() {
+  std::vector<std::shared_ptr<ChunkReader>> chunks;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    chunks.swap(chunks_);
+  }
+  for (auto& c : chunks) c->Cancel();
+  if (monitor_.joinable()) monitor_.join();
+  chunks.clear();  // Each destructor joins its thread.
+}
+
+uint32_t HelperPool::chunk_steps(uint32_t window) const {
+  return std::max<uint32_t>(1, std::min(options_.chunk_steps, window / 2));
+}
+
+std::shared_ptr<service::RemoteChunk> HelperPool::Place(
+    const service::StreamSpec& spec, const std::string& manifest_digest,
+    uint64_t steps_per_epoch, uint64_t begin, uint64_t end,
+    std::weak_ptr<service::ChunkSink> sink) {
+  if (helpers_.empty() || begin >= end) return nullptr;
+  if (options_.placement == config::HelperOptions::Placement::kLocalFirst &&
+      !local_saturated_()) {
+    return nullptr;
+  }
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return nullptr;
+  Helper* best = nullptr;
+  for (size_t k = 0; k < helpers_.size(); ++k) {
+    Helper* h = helpers_[(next_helper_ + k) % helpers_.size()].get();
+    if (!h->up || h->stats.open_chunks >= options_.streams) continue;
+    auto digest = h->digests.find(spec.dataset);
+    if (digest == h->digests.end() || digest->second != manifest_digest) {
+      if (h->refused.insert(spec.dataset).second) {
+        h->stats.last_error = absl::StrCat(
+            "dataset '", spec.dataset, "' ",
+            digest == h->digests.end()
+                ? "is not served there"
+                : absl::StrCat("there has manifest digest ", digest->second,
+                               ", here ", manifest_digest),
+            ": not used for it");
+        Log(LogLevel::kWarning, "helper_refused",
+            {{"helper", h->address}, {"dataset", spec.dataset},
+             {"reason", h->stats.last_error}});
+      }
+      continue;
+    }
+    if (best == nullptr || h->stats.open_chunks < best->stats.open_chunks) {
+      best = h;
+    }
+  }
+  if (best == nullptr) return nullptr;
+  next_helper_ = (next_helper_ + 1) % helpers_.size();
+
+  StreamOptions o;
+  o.dataset = spec.dataset;
+  o.pipeline = spec.pipeline;
+  o.batch_size = spec.batch_size;
+  o.seed = spec.seed;
+  o.epochs = spec.epochs;
+  o.rank = spec.rank;
+  o.world_size = spec.world_size;
+  o.job_id = absl::StrCat("helper:", spec.job_id);
+  o.drop_last = spec.drop_last;
+  o.weight = spec.weight;
+  // The helper builds the whole chunk at once, into its own memory.
+  o.prefetch = static_cast<uint32_t>(end - begin);
+  o.start = AtLinear(begin, steps_per_epoch);
+  o.end = AtLinear(end, steps_per_epoch);
+  o.transport = "grpc";
+  // A node does not wait for a helper: it builds the batches itself. The
+  // open may wait this long for a helper that just went away to answer.
+  o.reconnect_timeout = std::chrono::milliseconds(0);
+  o.open_timeout = std::chrono::milliseconds(1000);
+  Helper* const h = best;
+  auto reader = std::make_shared<ChunkReader>(
+      h->client.get(), std::move(o), begin, end, std::move(sink),
+      [this, h](const ChunkReader::Result& r) { ChunkEnded(h, r); });
+  ++h->stats.open_chunks;
+  ++h->stats.chunks;
+  chunks_.push_back(reader);
+  reader->Start();
+  return reader;
+}
+
+void HelperPool::ChunkEnded(Helper* h, const ChunkReader::Result& result) {
+  absl::MutexLock lock(&mu_);
+  --h->stats.open_chunks;
+  h->stats.batches += result.delivered;
+  // Cancelled: the node stream ended or the daemon stops; not the helper's
+  // fault.
+  if (result.status.ok() || absl::IsCancelled(result.status)) return;
+  ++h->stats.failures;
+  MarkDownLocked(h, result.status.ToString());
+}
+
+void HelperPool::MarkDownLocked(Helper* h, const std::string& why) {
+  h->stats.last_error = why;
+  if (!h->up) return;
+  h->up = false;
+  h->stats.up = false;
+  h->backoff = kFirstBackoff;
+  h->next_probe = absl::Now() + h->backoff;
+  Log(LogLevel::kWarning, "helper_down",
+      {{"helper", h->address}, {"reason", why}});
+}
+
+void HelperPool::Probe(Helper* h) {
+  absl::StatusOr<std::vector<DatasetSummary>> datasets =
+      h->client->ListDatasets(absl::ToChronoMilliseconds(kProbeTimeout));
+  absl::MutexLock lock(&mu_);
+  if (!datasets.ok()) {
+    const bool was_up = h->up;
+    MarkDownLocked(h, datasets.status().ToString());
+    if (!was_up) {
+      // Exponential backoff with jitter, so that helpers that went down
+      // together are not all probed at the same instant.
+      static thread_local std::minstd_rand jitter(std::random_device{}());
+      h->backoff = std::min(kMaxBackoff, h->backoff * 2);
+      h->next_probe =
+          absl::Now() + h->backoff * (0.75 + 0.5 * (jitter() % 1000) / 1000.0);
+    }
+    return;
+  }
+  std::map<std::string, std::string> digests;
+  for (const DatasetSummary& d : *datasets) {
+    digests[d.name] = d.manifest_digest;
+  }
+  if (digests != h->digests) h->refused.clear();
+  h->digests = std::move(digests);
+  h->next_probe = absl::Now() + kReprobe;
+  if (!h->up) {
+    h->up = true;
+    h->stats.up = true;
+    Log(LogLevel::kInfo, "helper_up",
+        {{"helper", h->address},
+         {"datasets", absl::StrCat(h->digests.size())}});
+  }
+}
+
+void HelperPool::Monitor() {
+  const int64_t stall_ns =
+      static_cast<int64_t>(options_.stall_seconds * 1e9);
+  for (;;) {
+    std::vector<Helper*> due;
+    std::vector<std::shared_ptr<ChunkReader>> ended;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), kTick)) return;
+      const absl::Time now = absl::Now();
+      for (auto& h : helpers_) {
+        if (h->next_probe <= now) due.push_back(h.get());
+      }
+      const int64_t now_ns = NowNs();
+      for (auto it = chunks_.begin(); it != chunks_.end();) {
+        if ((*it)->finished()) {
+          ended.push_back(std::move(*it));
+          it = chunks_.erase(it);
+          continue;
+        }
+        ++it;
+      }
+      for (auto& c : chunks_) {
+        if (c->StalledFor(now_ns, stall_ns)) {
+          c->GiveUp(absl::DeadlineExceededError(absl::StrCat(
+              "no batch for ", options_.stall_seconds, " s")));
+        }
+      }
+    }
+    ended.clear();  // Their threads have ended: the joins return at once.
+    for (Helper* h : due) Probe(h);
+  }
+}
+
+std::vector<HelperStats> HelperPool::Stats() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<HelperStats> out;
+  for (const auto& h : helpers_) out.push_back(h->stats);
+  return out;
+}
+
+}  // namespace stoker::remote

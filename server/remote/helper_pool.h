@@ -1,0 +1,93 @@
+// HelperPool: the helper daemons of this node (config `helpers`), and the
+// ChunkPlacer that decides which chunks of a stream's batches they build
+// (docs/remote-design.md).
+//
+// Each helper is an ordinary stokerd reached over TCP with the C++ client
+// library. A helper is used only while it is up: a probe (ListDatasets)
+// answered, and it holds the stream's dataset under the same manifest
+// digest as this daemon (a helper with another pack under the same name is
+// refused for that dataset, and logged once). A chunk that fails marks its
+// helper down; a down helper is probed again after a backoff of 1 s
+// doubling to 30 s, jittered. A chunk that receives nothing for
+// `stall_seconds` is cancelled: a half-dead helper counts as dead.
+//
+// Thread-safe. Owns a monitor thread (probes, stall checks, joining ended
+// chunks) between Start() and Stop().
+#ifndef STOKER_SERVER_REMOTE_HELPER_POOL_H_
+#define STOKER_SERVER_REMOTE_HELPER_POOL_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/config/options.h"
+#include "server/remote/chunk_reader.h"
+#include "server/service/remote_source.h"
+#include "server/service/stream.h"
+
+namespace stoker::remote {
+
+// What one helper did since the daemon started, and its state now.
+struct HelperStats {
+  std::string address;
+  bool up = false;
+  uint32_t open_chunks = 0;
+  uint64_t chunks = 0;       // Chunks placed on it.
+  uint64_t batches = 0;      // Batches it delivered.
+  uint64_t failures = 0;     // Chunks that ended early with an error.
+  std::string last_error;    // The latest failure or refusal, or empty.
+};
+
+class HelperPool : public service::ChunkPlacer {
+ public:
+  // `local_saturated` answers whether this daemon's own workers are the
+  // bottleneck now (local_first placement asks it before each chunk).
+  HelperPool(config::HelperOptions options,
+             std::function<bool()> local_saturated);
+  ~HelperPool() override;
+
+  void Start();
+  // Cancels open chunks and joins them. Idempotent.
+  void Stop();
+
+  uint32_t chunk_steps(uint32_t window) const override;
+  std::shared_ptr<service::RemoteChunk> Place(
+      const service::StreamSpec& spec, const std::string& manifest_digest,
+      uint64_t steps_per_epoch, uint64_t begin, uint64_t end,
+      std::weak_ptr<service::ChunkSink> sink) override;
+
+  std::vector<HelperStats> Stats() const;
+
+ private:
+  struct Helper;
+
+  void Monitor();
+  // Asks `h` for its datasets; marks it up (with their digests) or down.
+  void Probe(Helper* h);
+  void ChunkEnded(Helper* h, const ChunkReader::Result& result);
+  void MarkDownLocked(Helper* h, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const config::HelperOptions options_;
+  const std::function<bool()> local_saturated_;
+  // Constant after construction; each Helper's mutable state is guarded by
+  // mu_.
+  std::vector<std::unique_ptr<Helper>> helpers_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Chunks not yet joined; the monitor joins the ones that finished.
+  std::vector<std::shared_ptr<ChunkReader>> chunks_ ABSL_GUARDED_BY(mu_);
+  size_t next_helper_ ABSL_GUARDED_BY(mu_) = 0;  // Round robin among ties.
+  std::thread monitor_;
+};
+
+}  // namespace stoker::remote
+
+#endif  // STOKER_SERVER_REMOTE_HELPER_POOL_H_

@@ -1,0 +1,98 @@
+// The seam between a Stream and the helpers that may build some of its
+// batches (docs/remote-design.md): service/ knows chunks of positions and
+// batches as plain values; server/remote/ knows helpers, gRPC and the C++
+// client library.
+//
+// A chunk is a run of consecutive positions [begin, end) of one stream that
+// one helper builds. Stream::Fill asks the placer at each chunk boundary;
+// when it places one, the chunk's positions become batches whose source is
+// the chunk, and the chunk hands each one over with ChunkSink::TakeRemote
+// as it arrives, in order. When the chunk ends early (the helper failed,
+// stalled or was refused), ChunkSink::ChunkEnded makes the stream build
+// what the chunk did not deliver on its own workers. The chunk never writes
+// after ChunkEnded, so no batch is written twice.
+//
+// Thread-safety: implementations are thread-safe.
+#ifndef STOKER_SERVER_SERVICE_REMOTE_SOURCE_H_
+#define STOKER_SERVER_SERVICE_REMOTE_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/tensor/dtype.h"
+
+namespace stoker::service {
+
+struct StreamSpec;
+
+// One tensor of a batch a helper sent, borrowed from its message.
+struct RemoteTensor {
+  std::string_view name;
+  tensor::DType dtype = tensor::DType::kUint8;
+  std::vector<int64_t> shape;  // Batch dimension first.
+  const uint8_t* data = nullptr;
+  size_t size = 0;  // Bytes.
+};
+
+// A batch a helper built, valid for the duration of the TakeRemote call.
+struct RemoteBatch {
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  std::vector<uint64_t> sample_ids;
+  std::vector<uint64_t> skipped_ids;
+  std::vector<RemoteTensor> tensors;
+};
+
+// The stream a chunk delivers into.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  // Hands over the chunk's batch at linear position `pos`: waits until the
+  // stream has started that batch (it has a buffer for it), checks that the
+  // batch is the one the stream would build (position, tensors), copies it
+  // in and marks it done. Cancelled when the stream no longer wants it
+  // (cancelled, failed); FailedPrecondition when the batch is not what the
+  // stream would build. On an error the chunk stops and calls ChunkEnded.
+  virtual absl::Status TakeRemote(uint64_t chunk, uint64_t pos,
+                                  const RemoteBatch& batch) = 0;
+  // The chunk delivers nothing more, whether it delivered all of its
+  // positions or failed: every position of it not yet taken is built by the
+  // stream itself. The chunk writes nothing after this call.
+  virtual void ChunkEnded(uint64_t chunk) = 0;
+};
+
+// A placed chunk, as its stream holds it.
+class RemoteChunk {
+ public:
+  virtual ~RemoteChunk() = default;
+  // Stops the chunk soon; it then calls ChunkEnded. Does not block.
+  virtual void Cancel() = 0;
+  // True once Cancel was called (by anyone): a TakeRemote that waits for
+  // the stream gives up.
+  virtual bool cancelled() const = 0;
+};
+
+// Decides which chunks go to a helper, and opens them.
+class ChunkPlacer {
+ public:
+  virtual ~ChunkPlacer() = default;
+  // Positions per chunk (>= 1).
+  virtual uint32_t chunk_steps(uint32_t window) const = 0;
+  // Opens a chunk of `spec`'s positions [begin, end) on a helper, or returns
+  // null: the stream builds them itself. `sink` is told about the chunk's
+  // batches under the id `begin`. `window` is the stream's window in
+  // batches; `manifest_digest` names the dataset's pack, which the helper's
+  // must equal.
+  virtual std::shared_ptr<RemoteChunk> Place(
+      const StreamSpec& spec, const std::string& manifest_digest,
+      uint64_t steps_per_epoch, uint64_t begin, uint64_t end,
+      std::weak_ptr<ChunkSink> sink) = 0;
+};
+
+}  // namespace stoker::service
+
+#endif  // STOKER_SERVER_SERVICE_REMOTE_SOURCE_H_

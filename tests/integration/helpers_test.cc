@@ -1,0 +1,163 @@
+// A node daemon with a helper daemon (docs/remote-design.md), both
+// in-process: the helper on TCP 127.0.0.1:0, the node on a unix socket,
+// serving the same pack. The node's streams must be byte for byte what the
+// node alone (or the helper alone) sends, whatever the helper does.
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "stoker/client.h"
+#include "tests/testing/consume.h"
+#include "tests/testing/test_server.h"
+#include "tests/testing/wait_for.h"
+
+namespace stoker {
+namespace {
+
+using testing::Consume;
+using testing::Consumed;
+using testing::TestServer;
+using testing::TestServerOptions;
+using testing::WaitFor;
+
+std::unique_ptr<TestServer> StartOrDie(const TestServerOptions& o) {
+  auto server = TestServer::Start(o);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+// A node serving `helper`'s dataset, with `helper` as its only helper.
+std::unique_ptr<TestServer> StartNode(const TestServer& helper,
+                                      const std::string& extra = "") {
+  TestServerOptions o;
+  o.dataset_dir = helper.dataset_dir();
+  o.workers = 1;
+  o.extra_yaml = absl::StrCat(
+      extra, "helpers: {addresses: ['", helper.target(),
+      "'], placement: remote_first, chunk_steps: 2, stall_seconds: 2}\n");
+  return StartOrDie(o);
+}
+
+bool HelperUp(const TestServer& node) {
+  std::vector<remote::HelperStats> h =
+      const_cast<TestServer&>(node).server()->HelperStats();
+  return h.size() == 1 && h[0].up;
+}
+
+int64_t NodeCount(TestServer& node, const char* name) {
+  int64_t total = 0;
+  for (const metrics::LabelStats& l : node.server()->Stats().labels) {
+    for (const service::CountDef& def : service::kCounts) {
+      if (std::string(def.name) == name) total += l.counts[def.count];
+    }
+  }
+  return total;
+}
+
+StreamOptions Options(uint64_t epochs = 2) {
+  StreamOptions o = testing::TestStream("train", 4, /*seed=*/3, epochs);
+  o.prefetch = 4;
+  return o;
+}
+
+class HelpersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TestServerOptions o;
+    o.tcp_only = true;
+    o.workers = 1;
+    helper_ = StartOrDie(o);
+    ASSERT_NE(helper_, nullptr);
+  }
+  std::unique_ptr<TestServer> helper_;
+};
+
+TEST_F(HelpersTest, TheNodeSendsWhatTheHelperBuiltByteForByte) {
+  const Consumed reference = Consume(helper_->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  std::unique_ptr<TestServer> node = StartNode(*helper_);
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
+                      std::chrono::seconds(10)));
+  const Consumed got = Consume(node->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  EXPECT_EQ(got.ids, reference.ids);
+  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
+  EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
+  const remote::HelperStats h = node->server()->HelperStats()[0];
+  EXPECT_GT(h.batches, 0u);
+  EXPECT_EQ(h.failures, 0u);
+}
+
+TEST_F(HelpersTest, AHelperWithAnotherPipelineOfTheSameNameIsNotUsed) {
+  // The node's `train` crops to 24, the helper's to 32: the helper's
+  // batches do not have the node's shapes and are built here instead.
+  TestServerOptions o;
+  o.dataset_dir = helper_->dataset_dir();
+  o.workers = 1;
+  o.extra_yaml =
+      "  small:\n"
+      "    - decode_jpeg: {}\n"
+      "    - random_resized_crop: {size: 24}\n";
+  std::unique_ptr<TestServer> alone = StartOrDie(o);
+  ASSERT_NE(alone, nullptr);
+  StreamOptions small = Options();
+  small.pipeline = "small";
+  const Consumed reference = Consume(alone->target(), small);
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+
+  TestServerOptions h;
+  h.tcp_only = true;
+  h.dataset_dir = helper_->dataset_dir();
+  h.extra_yaml =
+      "  small:\n"
+      "    - decode_jpeg: {}\n"
+      "    - random_resized_crop: {size: 32}\n";
+  std::unique_ptr<TestServer> other = StartOrDie(h);
+  ASSERT_NE(other, nullptr);
+  std::unique_ptr<TestServer> node = StartNode(*other, o.extra_yaml);
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
+                      std::chrono::seconds(10)));
+  const Consumed got = Consume(node->target(), small);
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  EXPECT_EQ(NodeCount(*node, "remote_batches"), 0);
+  EXPECT_GT(NodeCount(*node, "remote_rebuilt"), 0);
+  const remote::HelperStats stats = node->server()->HelperStats()[0];
+  EXPECT_GT(stats.failures, 0u);
+  EXPECT_THAT(stats.last_error, ::testing::HasSubstr("tensor 'image'"));
+}
+
+TEST_F(HelpersTest, AHelperThatStopsMidStreamLosesAndRepeatsNothing) {
+  const Consumed reference = Consume(helper_->target(), Options(4));
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  std::unique_ptr<TestServer> node = StartNode(*helper_);
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
+                      std::chrono::seconds(10)));
+  auto client = Client::Connect(node->target());
+  auto stream = client->OpenStream(Options(4));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::vector<std::string> batches;
+  std::vector<uint64_t> ids;
+  Batch batch;
+  absl::Status s;
+  while ((s = (*stream)->Next(&batch)).ok()) {
+    batches.push_back(testing::BatchBytes(batch));
+    ids.insert(ids.end(), batch.sample_ids().begin(),
+               batch.sample_ids().end());
+    if (batches.size() == 3) helper_->server()->Stop();
+  }
+  ASSERT_TRUE(absl::IsOutOfRange(s)) << s;
+  EXPECT_EQ(batches, reference.batches);
+  EXPECT_EQ(ids, reference.ids);
+  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
+  EXPECT_FALSE(node->server()->HelperStats()[0].up);
+}
+
+}  // namespace
+}  // namespace stoker
