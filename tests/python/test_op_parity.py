@@ -28,6 +28,7 @@ from conftest import STOKER, Daemon, run
 
 SIZE = 224
 COUNT = 32
+BILINEAR = F.InterpolationMode.BILINEAR
 
 
 def photo(seed):
@@ -101,6 +102,30 @@ CASES = {
     "gaussian_blur_oblong": (
         "gaussian_blur: {kernel_size: [5, 11], sigma: [0.8, 0.8]}",
         lambda t: F.gaussian_blur(t, [11, 5], [0.8, 0.8]), 1),
+    # Warps: RandomRotation and RandomAffine pass fill as a list (0 by
+    # default), which makes torchvision warp a mask beside the image.
+    "rotate": ("rotate: {degrees: [30, 30]}",
+               lambda t: F.rotate(t, 30.0, fill=[0.0] * 3), 0),
+    "rotate_bilinear": (
+        "rotate: {degrees: [-17.5, -17.5], interpolation: bilinear, "
+        "fill: [10, 20, 30], center: [80, 100]}",
+        lambda t: F.rotate(t, -17.5, BILINEAR, center=[80, 100],
+                           fill=[10.0, 20.0, 30.0]), 0),
+    "affine": ("affine: {degrees: [12, 12], scale: [1.2, 1.2], "
+               "shear: [5, 5, -7, -7]}",
+               lambda t: F.affine(t, 12.0, [0, 0], 1.2, [5.0, -7.0],
+                                  fill=[0.0] * 3), 0),
+    "affine_bilinear": (
+        "affine: {degrees: [-40, -40], scale: [0.7, 0.7], shear: [20, 20], "
+        "interpolation: bilinear, fill: [128]}",
+        lambda t: F.affine(t, -40.0, [0, 0], 0.7, [20.0, 0.0], BILINEAR,
+                           fill=[128.0] * 3), 0),
+    "shear": ("shear: {x: [10, 10], y: [-5, -5], interpolation: bilinear}",
+              lambda t: F.affine(t, 0.0, [0, 0], 1.0, [10.0, -5.0],
+                                 BILINEAR, fill=[0.0] * 3), 0),
+    # Shifts are drawn even with a fixed range; test_translate_* matches
+    # each image against every shift the range allows.
+    "translate": ("translate: {x: 0.05}", None, 0),
 }
 
 
@@ -212,3 +237,29 @@ def test_op_matches_torchvision(daemon, sources, name):
     print(f"\n{name}: MAD {mad:.5f}, max {worst}")
     assert mad <= 1.0
     assert worst <= max_bound
+
+
+def test_translate_shifts_by_a_whole_pixel_amount_within_the_range(
+        daemon, sources):
+    """translate x: 0.05 shifts each image by one of the whole-pixel
+    shifts F.affine can make within +-0.05 * 224 (round(uniform(-11.2,
+    11.2))), and the shifts vary."""
+    _, encoded = sources
+    ours = served(daemon, "translate")
+    shifts, diffs = set(), []
+    for i in range(8):
+        source = decode_png(torch.frombuffer(encoded[i], dtype=torch.uint8))
+        candidates = {
+            dx: difference(ours[i], hwc(F.affine(source, 0.0, [dx, 0], 1.0,
+                                                 [0.0, 0.0],
+                                                 fill=[0.0] * 3)))
+            for dx in range(-11, 12)}
+        best = min(candidates, key=lambda dx: candidates[dx])
+        shifts.add(best)
+        diffs.append(candidates[best])
+    mad = float(np.mean([m for m, _ in diffs]))
+    worst = max(w for _, w in diffs)
+    print(f"\ntranslate (best of 23 shifts): MAD {mad:.5f}, max {worst}")
+    assert mad <= 1.0
+    assert worst <= CASES["translate"][2]
+    assert len(shifts) >= 3
