@@ -57,6 +57,38 @@ std::vector<ArgSpec> WarpCommonArgs() {
   };
 }
 
+std::vector<ArgSpec> PolicyWarpArgs() {
+  std::vector<ArgSpec> args = WarpCommonArgs();
+  args.resize(2);  // interpolation, fill.
+  args[1] = ArgSpec::Optional("fill", ArgType::kFloatList, std::nullopt,
+                              "Colour of the pixels the geometric ops map "
+                              "from outside the image: one value, or one per "
+                              "channel (0-255); not given: 0, as "
+                              "torchvision's fill=None.")
+                .Between(0, 255);
+  return args;
+}
+
+absl::StatusOr<PolicyWarp> ReadPolicyWarp(absl::string_view op,
+                                          const OpArgs& args) {
+  PolicyWarp warp;
+  warp.interpolation =
+      ParseWarpInterpolation(*FindArg<std::string>(args, "interpolation"));
+  if (const auto* fill = FindArg<std::vector<double>>(args, "fill")) {
+    if (fill->size() != 1 && fill->size() != 3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "op '", op, "': argument 'fill' must have 1 or 3 values, not ",
+          fill->size()));
+    }
+    std::array<float, 3> colour;
+    for (int c = 0; c < 3; ++c) {
+      colour[c] = static_cast<float>((*fill)[fill->size() == 1 ? 0 : c]);
+    }
+    warp.fill = colour;
+  }
+  return warp;
+}
+
 kernels::WarpInterpolation ParseWarpInterpolation(const std::string& name) {
   return name == "bilinear" ? kernels::WarpInterpolation::kBilinear
                             : kernels::WarpInterpolation::kNearest;

@@ -84,6 +84,22 @@ absl::StatusOr<Range> ReadSymmetricRange(absl::string_view op,
 // The interpolation name of an InterpolationArg-declared argument.
 kernels::WarpInterpolation ParseWarpInterpolation(const std::string& name);
 
+// The warp args of the AutoAugment policies: interpolation (nearest) and
+// fill, which defaults to torchvision's None there (outside pixels are 0,
+// no mask blend).
+std::vector<ArgSpec> PolicyWarpArgs();
+
+struct PolicyWarp {
+  kernels::WarpInterpolation interpolation =
+      kernels::WarpInterpolation::kNearest;
+  kernels::WarpFill fill;
+};
+
+// Reads PolicyWarpArgs; InvalidArgument naming `op` for a fill of other
+// than 1 or 3 values.
+absl::StatusOr<PolicyWarp> ReadPolicyWarp(absl::string_view op,
+                                          const OpArgs& args);
+
 // A WarpOp as an op factory's result.
 AnyOp MakeWarpOp(const WarpRanges& ranges, const WarpCommon& common);
 
