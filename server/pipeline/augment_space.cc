@@ -14,24 +14,24 @@ using Op = AugmentOp;
 
 // The dicts of torchvision 0.14 autoaugment.py, in their order.
 constexpr AugmentOpInfo kTrivialAugmentOps[] = {
-    {Op::kIdentity, false, false},  {Op::kShearX, true, true},
-    {Op::kShearY, true, true},      {Op::kTranslateX, true, true},
-    {Op::kTranslateY, true, true},  {Op::kRotate, true, true},
-    {Op::kBrightness, true, true},  {Op::kColor, true, true},
-    {Op::kContrast, true, true},    {Op::kSharpness, true, true},
-    {Op::kPosterize, true, false},  {Op::kSolarize, true, false},
+    {Op::kIdentity, false, false},     {Op::kShearX, true, true},
+    {Op::kShearY, true, true},         {Op::kTranslateX, true, true},
+    {Op::kTranslateY, true, true},     {Op::kRotate, true, true},
+    {Op::kBrightness, true, true},     {Op::kColor, true, true},
+    {Op::kContrast, true, true},       {Op::kSharpness, true, true},
+    {Op::kPosterize, true, false},     {Op::kSolarize, true, false},
     {Op::kAutoContrast, false, false}, {Op::kEqualize, false, false},
 };
 // RandAugment's dict has the same keys in the same order.
 constexpr const AugmentOpInfo* kRandAugmentOps = kTrivialAugmentOps;
 constexpr AugmentOpInfo kAutoAugmentOps[] = {
-    {Op::kShearX, true, true},      {Op::kShearY, true, true},
-    {Op::kTranslateX, true, true},  {Op::kTranslateY, true, true},
-    {Op::kRotate, true, true},      {Op::kBrightness, true, true},
-    {Op::kColor, true, true},       {Op::kContrast, true, true},
-    {Op::kSharpness, true, true},   {Op::kPosterize, true, false},
-    {Op::kSolarize, true, false},   {Op::kAutoContrast, false, false},
-    {Op::kEqualize, false, false},  {Op::kInvert, false, false},
+    {Op::kShearX, true, true},     {Op::kShearY, true, true},
+    {Op::kTranslateX, true, true}, {Op::kTranslateY, true, true},
+    {Op::kRotate, true, true},     {Op::kBrightness, true, true},
+    {Op::kColor, true, true},      {Op::kContrast, true, true},
+    {Op::kSharpness, true, true},  {Op::kPosterize, true, false},
+    {Op::kSolarize, true, false},  {Op::kAutoContrast, false, false},
+    {Op::kEqualize, false, false}, {Op::kInvert, false, false},
 };
 
 constexpr SubPolicy kImageNet[] = {
@@ -79,9 +79,8 @@ float TorchLinspace(double lo, double hi, int n, int i) {
   const float step = (end - start) / static_cast<float>(n - 1);
   const int halfway = n / 2;
   const auto at = [&](int idx) {
-    return idx < halfway
-               ? Fma(step, static_cast<float>(idx), start)
-               : Fma(-step, static_cast<float>(n - 1 - idx), end);
+    return idx < halfway ? Fma(step, static_cast<float>(idx), start)
+                         : Fma(-step, static_cast<float>(n - 1 - idx), end);
   };
   if (i < n / 16 * 16) {
     const int first = i / 8 * 8;
@@ -101,8 +100,8 @@ double Linspace(double lo, double hi, double level, int num_bins) {
 // 8 - (torch.arange(n) / ((n - 1) / k)).round().int() at `level`: the
 // division in float32, rounding half to even.
 double PosterizeBits(double level, int num_bins, double k) {
-  const float q = static_cast<float>(level) /
-                  static_cast<float>((num_bins - 1) / k);
+  const float q =
+      static_cast<float>(level) / static_cast<float>((num_bins - 1) / k);
   return 8 - std::nearbyint(q);
 }
 
@@ -166,8 +165,7 @@ double Magnitude(AugmentSpace space, AugmentOp op, double level, int num_bins,
     case Op::kTranslateX:
       return Linspace(0, wide ? 32.0 : 150.0 / 331.0 * width, level, num_bins);
     case Op::kTranslateY:
-      return Linspace(0, wide ? 32.0 : 150.0 / 331.0 * height, level,
-                      num_bins);
+      return Linspace(0, wide ? 32.0 : 150.0 / 331.0 * height, level, num_bins);
     case Op::kRotate:
       return Linspace(0, wide ? 135.0 : 30.0, level, num_bins);
     case Op::kBrightness:
@@ -244,8 +242,8 @@ AugmentChoice DrawTrivialAugment(int num_bins, SampleRng& rng) {
   return choice;
 }
 
-AugmentChoice DrawRandAugment(int magnitude, int num_bins,
-                              double magnitude_std, SampleRng& rng) {
+AugmentChoice DrawRandAugment(int magnitude, int num_bins, double magnitude_std,
+                              SampleRng& rng) {
   const absl::Span<const AugmentOpInfo> ops =
       SpaceOps(AugmentSpace::kRandAugment);
   const AugmentOpInfo& info =

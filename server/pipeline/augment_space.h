@@ -94,8 +94,8 @@ AugmentChoice DrawTrivialAugment(int num_bins, SampleRng& rng);
 // N(magnitude, magnitude_std) (magnitude_std > 100: uniform in [0,
 // magnitude]), clamped to [0, num_bins - 1], as timm's AugmentOp; then a
 // sign only if the op is signed. REQUIRES: 0 <= magnitude < num_bins.
-AugmentChoice DrawRandAugment(int magnitude, int num_bins,
-                              double magnitude_std, SampleRng& rng);
+AugmentChoice DrawRandAugment(int magnitude, int num_bins, double magnitude_std,
+                              SampleRng& rng);
 
 // One step of an AutoAugment sub-policy: op, probability, bin (-1: None).
 struct PolicyStep {

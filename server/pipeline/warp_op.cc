@@ -142,8 +142,8 @@ absl::StatusOr<Range> ReadSymmetricRange(absl::string_view op,
 }
 
 AnyOp MakeWarpOp(const WarpRanges& ranges, const WarpCommon& common) {
-  return AnyOp(std::unique_ptr<PixelOp>(
-      std::make_unique<WarpOp>(ranges, common)));
+  return AnyOp(
+      std::unique_ptr<PixelOp>(std::make_unique<WarpOp>(ranges, common)));
 }
 
 }  // namespace stoker::pipeline

@@ -36,7 +36,8 @@ int Table(int bins, int height, int width) {
     bool first = true;
     for (const AugmentOpInfo& info : SpaceOps(space.space)) {
       std::printf("%s{\"op\": \"%s\", \"signed\": %s, \"magnitudes\": ",
-                  first ? "" : ", ", std::string(AugmentOpName(info.op)).c_str(),
+                  first ? "" : ", ",
+                  std::string(AugmentOpName(info.op)).c_str(),
                   info.is_signed ? "true" : "false");
       first = false;
       if (!info.has_magnitudes) {
@@ -95,8 +96,8 @@ int Apply(char** argv) {
   kernels::WarpFill fill;
   if (std::strcmp(argv[6], "none") != 0) {
     std::array<float, 3> colour;
-    if (std::sscanf(argv[6], "%f,%f,%f", &colour[0], &colour[1],
-                    &colour[2]) != 3) {
+    if (std::sscanf(argv[6], "%f,%f,%f", &colour[0], &colour[1], &colour[2]) !=
+        3) {
       return 2;
     }
     fill = colour;
@@ -111,9 +112,9 @@ int Apply(char** argv) {
     double magnitude = 0;
     if (bin >= 0) magnitude = Magnitude(space, info->op, bin, bins, h, w);
     if (negative) magnitude = -magnitude;
-    ApplyAugmentOp(ImageBuffer{image.data(), static_cast<size_t>(w) * 3, w, h,
-                               3},
-                   info->op, magnitude, interpolation, fill);
+    ApplyAugmentOp(
+        ImageBuffer{image.data(), static_cast<size_t>(w) * 3, w, h, 3},
+        info->op, magnitude, interpolation, fill);
     std::fwrite(image.data(), 1, image.size(), stdout);
   }
   return 0;

@@ -170,11 +170,10 @@ TEST(AutoAugmentTest, SubPolicyProbabilitiesAndSignsFollowTheDefinition) {
       // Binomial: within 4 standard deviations.
       const double sd = std::sqrt(n * step.p * (1 - step.p)) + 1e-9;
       EXPECT_NEAR(applied[k][i], n * step.p, 4 * sd + 0.5) << k << "," << i;
-      const bool is_signed = step.op == AugmentOp::kRotate ||
-                             step.op == AugmentOp::kColor ||
-                             step.op == AugmentOp::kContrast ||
-                             step.op == AugmentOp::kSharpness ||
-                             step.op == AugmentOp::kShearX;
+      const bool is_signed =
+          step.op == AugmentOp::kRotate || step.op == AugmentOp::kColor ||
+          step.op == AugmentOp::kContrast || step.op == AugmentOp::kSharpness ||
+          step.op == AugmentOp::kShearX;
       if (is_signed) {
         EXPECT_NEAR(negative[k][i], n / 2, 4 * std::sqrt(n / 4)) << k;
       } else {
@@ -185,10 +184,10 @@ TEST(AutoAugmentTest, SubPolicyProbabilitiesAndSignsFollowTheDefinition) {
 }
 
 TEST(MagnitudeTest, FractionalLevelsLieBetweenTheBins) {
-  const double lo = Magnitude(AugmentSpace::kRandAugment, AugmentOp::kRotate,
-                              9, 31, 224, 224);
-  const double mid = Magnitude(AugmentSpace::kRandAugment,
-                               AugmentOp::kRotate, 9.5, 31, 224, 224);
+  const double lo = Magnitude(AugmentSpace::kRandAugment, AugmentOp::kRotate, 9,
+                              31, 224, 224);
+  const double mid = Magnitude(AugmentSpace::kRandAugment, AugmentOp::kRotate,
+                               9.5, 31, 224, 224);
   const double hi = Magnitude(AugmentSpace::kRandAugment, AugmentOp::kRotate,
                               10, 31, 224, 224);
   EXPECT_FLOAT_EQ(lo, 9.0);

@@ -82,9 +82,9 @@ TEST(WarpTest, TranslateShiftsAndFillsWhatCameFromOutside) {
       const bool inside = sx >= 0 && sy < kH;
       for (int c = 0; c < 3; ++c) {
         // 30.5 rounds half to even, to 30.
-        const uint8_t want = inside ? At(source, kW, sx, sy, c)
-                                    : static_cast<uint8_t>(c == 2 ? 30
-                                                                  : 10 * (c + 1));
+        const uint8_t want =
+            inside ? At(source, kW, sx, sy, c)
+                   : static_cast<uint8_t>(c == 2 ? 30 : 10 * (c + 1));
         ASSERT_EQ(At(image, kW, x, y, c), want) << x << "," << y << "," << c;
       }
     }

@@ -130,8 +130,7 @@ void WarpAffine(const ImageBuffer& image, const std::array<double, 6>& m,
           if (east) corner[1] = row + x1 * channels;
         }
         if (south) {
-          const uint8_t* row =
-              &src[static_cast<size_t>(fy + 1.0f) * row_bytes];
+          const uint8_t* row = &src[static_cast<size_t>(fy + 1.0f) * row_bytes];
           if (west) corner[2] = row + x0 * channels;
           if (east) corner[3] = row + x1 * channels;
         }
@@ -165,8 +164,8 @@ void Affine(const ImageBuffer& image, double angle, double translate_x,
   const double cx = center.given ? center.x - image.width * 0.5 : 0.0;
   const double cy = center.given ? center.y - image.height * 0.5 : 0.0;
   WarpAffine(image,
-             InverseAffineMatrix(cx, cy, angle, translate_x, translate_y,
-                                 scale, shear_x, shear_y),
+             InverseAffineMatrix(cx, cy, angle, translate_x, translate_y, scale,
+                                 shear_x, shear_y),
              interpolation, fill);
 }
 

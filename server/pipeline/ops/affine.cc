@@ -22,9 +22,9 @@ absl::StatusOr<AnyOp> MakeAffine(const OpArgs& args) {
   ranges.degrees = *degrees;
   if (const auto* t = FindArg<std::vector<double>>(args, "translate")) {
     if (t->size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "op 'affine': argument 'translate' must be [a, b], not ", t->size(),
-          " values"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("op 'affine': argument 'translate' must be [a, b], not ",
+                       t->size(), " values"));
     }
     ranges.translate = Range{(*t)[0], (*t)[1]};
   }

@@ -42,9 +42,9 @@ class RandAugmentOp final : public PixelOp {
           params_.magnitude, params_.num_bins, params_.magnitude_std, rng);
       double magnitude = 0;
       if (choice.bin >= 0) {
-        magnitude = Magnitude(AugmentSpace::kRandAugment, choice.op,
-                              choice.level, params_.num_bins, image.height,
-                              image.width);
+        magnitude =
+            Magnitude(AugmentSpace::kRandAugment, choice.op, choice.level,
+                      params_.num_bins, image.height, image.width);
       }
       if (choice.negative) magnitude = -magnitude;
       ApplyAugmentOp(image, choice.op, magnitude, warp_.interpolation,
@@ -69,13 +69,13 @@ absl::StatusOr<AnyOp> MakeRandAugment(const OpArgs& args) {
   params.magnitude_std = *FindArg<double>(args, "magnitude_std");
   params.op_prob = *FindArg<double>(args, "op_prob");
   if (params.magnitude >= params.num_bins) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "op 'rand_augment': argument 'magnitude' must be below "
-        "num_magnitude_bins (",
-        params.num_bins, "), not ", params.magnitude));
+    return absl::InvalidArgumentError(
+        absl::StrCat("op 'rand_augment': argument 'magnitude' must be below "
+                     "num_magnitude_bins (",
+                     params.num_bins, "), not ", params.magnitude));
   }
-  return AnyOp(std::unique_ptr<PixelOp>(
-      std::make_unique<RandAugmentOp>(params, *warp)));
+  return AnyOp(
+      std::unique_ptr<PixelOp>(std::make_unique<RandAugmentOp>(params, *warp)));
 }
 
 OpDef MakeRandAugmentDef() {
@@ -96,7 +96,8 @@ OpDef MakeRandAugmentDef() {
       ArgSpec::Optional("magnitude", ArgType::kInt, ArgValue(int64_t{9}),
                         "Magnitude bin, below num_magnitude_bins.")
           .AtLeast(0),
-      ArgSpec::Optional("num_magnitude_bins", ArgType::kInt, ArgValue(int64_t{31}),
+      ArgSpec::Optional("num_magnitude_bins", ArgType::kInt,
+                        ArgValue(int64_t{31}),
                         "Number of magnitude bins per op.")
           .Between(2, 1024),
       ArgSpec::Optional("magnitude_std", ArgType::kFloat, ArgValue(0.0),

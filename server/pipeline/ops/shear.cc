@@ -32,10 +32,9 @@ OpDef MakeShearDef() {
       "Shears the image along x and y by angles drawn per image, as "
       "torchvision's RandomAffine with only `shear` (tensor path).";
   const auto angle = [](const char* name, const char* axis) {
-    return ArgSpec::Optional(
-        name, ArgType::kFloatOrPair, ArgValue(0.0),
-        std::string("Shear angle along ") + axis +
-            " in degrees: s for [-s, s], or [lo, hi].");
+    return ArgSpec::Optional(name, ArgType::kFloatOrPair, ArgValue(0.0),
+                             std::string("Shear angle along ") + axis +
+                                 " in degrees: s for [-s, s], or [lo, hi].");
   };
   def.args = {angle("x", "x"), angle("y", "y")};
   for (ArgSpec& arg : WarpCommonArgs()) def.args.push_back(std::move(arg));

@@ -61,7 +61,8 @@ OpDef MakeTrivialAugmentWideDef() {
       "random magnitude bin and sign, as torchvision's TrivialAugmentWide "
       "(tensor path).";
   def.args = {
-      ArgSpec::Optional("num_magnitude_bins", ArgType::kInt, ArgValue(int64_t{31}),
+      ArgSpec::Optional("num_magnitude_bins", ArgType::kInt,
+                        ArgValue(int64_t{31}),
                         "Number of magnitude bins per op.")
           .Between(2, 1024),
   };

@@ -75,14 +75,14 @@ TEST(PolicyOpsTest, RejectBadValuesByName) {
   ExpectInvalid("trivial_augment_wide",
                 {{"interpolation", std::string("bicubic")}}, "interpolation");
   ExpectInvalid("rand_augment", {{"magnitude", int64_t{31}}}, "magnitude");
-  ExpectInvalid("rand_augment",
-                {{"magnitude", int64_t{10}}, {"num_magnitude_bins", int64_t{10}}},
-                "magnitude");
+  ExpectInvalid(
+      "rand_augment",
+      {{"magnitude", int64_t{10}}, {"num_magnitude_bins", int64_t{10}}},
+      "magnitude");
   ExpectInvalid("rand_augment", {{"magnitude_std", -0.5}}, "magnitude_std");
   ExpectInvalid("rand_augment", {{"op_prob", 1.5}}, "op_prob");
   ExpectInvalid("rand_augment", {{"num_ops", int64_t{-1}}}, "num_ops");
-  ExpectInvalid("auto_augment", {{"policy", std::string("cifar10")}},
-                "policy");
+  ExpectInvalid("auto_augment", {{"policy", std::string("cifar10")}}, "policy");
   ExpectInvalid("auto_augment", {{"fill", Floats{300}}}, "fill");
   EXPECT_THAT(MakeOp("rand_augment", {{"magnitude", int64_t{9}},
                                       {"num_magnitude_bins", int64_t{11}},

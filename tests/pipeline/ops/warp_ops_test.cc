@@ -75,8 +75,7 @@ std::string RunOps(const std::vector<OpConfig>& ops, uint64_t id) {
 }
 
 ImageBuffer Buffer(std::string& image) {
-  return {reinterpret_cast<uint8_t*>(image.data()), kSide * 3, kSide, kSide,
-          3};
+  return {reinterpret_cast<uint8_t*>(image.data()), kSide * 3, kSide, kSide, 3};
 }
 
 TEST(WarpOpsTest, RejectBadValuesByName) {
@@ -145,10 +144,9 @@ TEST(WarpOpsTest, RotateSeesTheFlippedImage) {
     kernels::Rotate(Buffer(want), 90, kernels::WarpInterpolation::kNearest,
                     std::array<float, 3>{0, 0, 0});
   }
-  const std::string got =
-      RunOps({Op("random_flip", {{"p", 1.0}}),
-           Op("rotate", {{"degrees", Floats{90, 90}}})},
-          0);
+  const std::string got = RunOps({Op("random_flip", {{"p", 1.0}}),
+                                  Op("rotate", {{"degrees", Floats{90, 90}}})},
+                                 0);
   EXPECT_EQ(got, want);
 }
 
