@@ -8,7 +8,7 @@
 namespace stoker::pipeline {
 namespace {
 
-double Draw(const Range& range, SampleRng& rng) {
+double Draw(const WarpRange& range, SampleRng& rng) {
   return range[0] == range[1] ? range[0] : rng.Uniform(range[0], range[1]);
 }
 
@@ -122,23 +122,23 @@ absl::StatusOr<WarpCommon> ReadWarpCommon(absl::string_view op,
   return common;
 }
 
-absl::StatusOr<Range> ReadSymmetricRange(absl::string_view op,
-                                         absl::string_view arg,
-                                         const std::vector<double>& values) {
+absl::StatusOr<WarpRange> ReadSymmetricRange(
+    absl::string_view op, absl::string_view arg,
+    const std::vector<double>& values) {
   if (values.size() == 1) {
     if (!(values[0] >= 0)) {
       return absl::InvalidArgumentError(
           absl::StrCat("op '", op, "': argument '", arg,
                        "' as one number must be >= 0, not ", values[0]));
     }
-    return Range{-values[0], values[0]};
+    return WarpRange{-values[0], values[0]};
   }
   if (values.size() != 2 || !(values[0] <= values[1])) {
     return absl::InvalidArgumentError(
         absl::StrCat("op '", op, "': argument '", arg,
                      "' must be a number or [lo, hi] with lo <= hi"));
   }
-  return Range{values[0], values[1]};
+  return WarpRange{values[0], values[1]};
 }
 
 AnyOp MakeWarpOp(const WarpRanges& ranges, const WarpCommon& common) {

@@ -27,16 +27,16 @@
 
 namespace stoker::pipeline {
 
-using Range = std::array<double, 2>;
+using WarpRange = std::array<double, 2>;
 
 // What a warp draws per image, as RandomAffine.get_params: each range is
 // [lo, hi]; a range with lo == hi draws nothing.
 struct WarpRanges {
-  Range degrees = {0, 0};
+  WarpRange degrees = {0, 0};
   // Maximum |shift| as a fraction of the width and height; nullopt: none.
-  std::optional<Range> translate;
-  std::optional<Range> scale;  // nullopt: 1.
-  Range shear_x = {0, 0}, shear_y = {0, 0};
+  std::optional<WarpRange> translate;
+  std::optional<WarpRange> scale;  // nullopt: 1.
+  WarpRange shear_x = {0, 0}, shear_y = {0, 0};
   // rotate's angle is counter-clockwise (F.rotate), affine's clockwise.
   bool counter_clockwise = false;
 };
@@ -77,9 +77,9 @@ absl::StatusOr<WarpCommon> ReadWarpCommon(absl::string_view op,
 // A range argument in torchvision's form (_setup_angle): a number v >= 0
 // gives [-v, v], a pair [lo, hi] needs lo <= hi. InvalidArgument naming
 // `op` and `arg` otherwise.
-absl::StatusOr<Range> ReadSymmetricRange(absl::string_view op,
-                                         absl::string_view arg,
-                                         const std::vector<double>& values);
+absl::StatusOr<WarpRange> ReadSymmetricRange(absl::string_view op,
+                                             absl::string_view arg,
+                                             const std::vector<double>& values);
 
 // The interpolation name of an InterpolationArg-declared argument.
 kernels::WarpInterpolation ParseWarpInterpolation(const std::string& name);

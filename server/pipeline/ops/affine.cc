@@ -16,7 +16,7 @@ absl::StatusOr<AnyOp> MakeAffine(const OpArgs& args) {
   absl::StatusOr<WarpCommon> common = ReadWarpCommon("affine", args);
   if (!common.ok()) return common.status();
   WarpRanges ranges;
-  absl::StatusOr<Range> degrees = ReadSymmetricRange(
+  absl::StatusOr<WarpRange> degrees = ReadSymmetricRange(
       "affine", "degrees", *FindArg<std::vector<double>>(args, "degrees"));
   if (!degrees.ok()) return degrees.status();
   ranges.degrees = *degrees;
@@ -26,14 +26,14 @@ absl::StatusOr<AnyOp> MakeAffine(const OpArgs& args) {
           absl::StrCat("op 'affine': argument 'translate' must be [a, b], not ",
                        t->size(), " values"));
     }
-    ranges.translate = Range{(*t)[0], (*t)[1]};
+    ranges.translate = WarpRange{(*t)[0], (*t)[1]};
   }
   if (const auto* s = FindArg<std::vector<double>>(args, "scale")) {
     if (s->size() != 2 || !((*s)[0] <= (*s)[1])) {
       return absl::InvalidArgumentError(
           "op 'affine': argument 'scale' must be [lo, hi] with lo <= hi");
     }
-    ranges.scale = Range{(*s)[0], (*s)[1]};
+    ranges.scale = WarpRange{(*s)[0], (*s)[1]};
   }
   if (const auto* shear = FindArg<std::vector<double>>(args, "shear")) {
     const std::vector<double>& v = *shear;
@@ -46,7 +46,7 @@ absl::StatusOr<AnyOp> MakeAffine(const OpArgs& args) {
       ranges.shear_x = {v[0], v[1]};
       ranges.shear_y = {v[2], v[3]};
     } else if (v.size() <= 2) {
-      absl::StatusOr<Range> x = ReadSymmetricRange("affine", "shear", v);
+      absl::StatusOr<WarpRange> x = ReadSymmetricRange("affine", "shear", v);
       if (!x.ok()) return x.status();
       ranges.shear_x = *x;
     } else {

@@ -14,7 +14,7 @@ absl::StatusOr<AnyOp> MakeRotate(const OpArgs& args) {
   if (!common.ok()) return common.status();
   WarpRanges ranges;
   ranges.counter_clockwise = true;
-  absl::StatusOr<Range> degrees = ReadSymmetricRange(
+  absl::StatusOr<WarpRange> degrees = ReadSymmetricRange(
       "rotate", "degrees", *FindArg<std::vector<double>>(args, "degrees"));
   if (!degrees.ok()) return degrees.status();
   ranges.degrees = *degrees;

@@ -12,10 +12,10 @@ absl::StatusOr<AnyOp> MakeShear(const OpArgs& args) {
   absl::StatusOr<WarpCommon> common = ReadWarpCommon("shear", args);
   if (!common.ok()) return common.status();
   WarpRanges ranges;
-  absl::StatusOr<Range> x = ReadSymmetricRange(
+  absl::StatusOr<WarpRange> x = ReadSymmetricRange(
       "shear", "x", *FindArg<std::vector<double>>(args, "x"));
   if (!x.ok()) return x.status();
-  absl::StatusOr<Range> y = ReadSymmetricRange(
+  absl::StatusOr<WarpRange> y = ReadSymmetricRange(
       "shear", "y", *FindArg<std::vector<double>>(args, "y"));
   if (!y.ok()) return y.status();
   ranges.shear_x = *x;

@@ -13,7 +13,7 @@ absl::StatusOr<AnyOp> MakeTranslate(const OpArgs& args) {
   if (!common.ok()) return common.status();
   WarpRanges ranges;
   ranges.translate =
-      Range{*FindArg<double>(args, "x"), *FindArg<double>(args, "y")};
+      WarpRange{*FindArg<double>(args, "x"), *FindArg<double>(args, "y")};
   return MakeWarpOp(ranges, *common);
 }
 
