@@ -21,6 +21,7 @@ from torchvision.transforms import TrivialAugmentWide
 from torchvision.transforms.autoaugment import _apply_op
 
 from conftest import BUILD
+from torch_cpu import TORCH_AVX2
 
 DUMP = BUILD / "tests" / "pipeline" / "augment_space_dump"
 WIDTH, HEIGHT, COUNT = 61, 47, 6  # Not square: a swapped size shows.
@@ -60,8 +61,12 @@ def test_tables_equal_torchvisions_augmentation_space(bins, height, width):
             want = magnitudes.double().numpy()
             got = np.array(entry["magnitudes"])
             assert got.shape == want.shape, where
-            # Bit for bit: the float32 values torch's linspace returns.
-            np.testing.assert_array_equal(got, want, err_msg=where)
+            # Within 2 float32 ulps; bit for bit where torch runs its AVX2
+            # kernels, whose rounding augment_space reproduces.
+            np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=0,
+                                       err_msg=where)
+            if TORCH_AVX2:
+                np.testing.assert_array_equal(got, want, err_msg=where)
 
 
 def test_imagenet_policy_equals_torchvisions():
@@ -146,7 +151,9 @@ def test_every_policy_op_equals_torchvisions_apply_op():
         worst[key] = max(worst.get(key, (0, 0)), (float(d.mean()),
                                                   int(d.max())))
         assert d.mean() <= 1.0, case
-        assert d.max() == 0, case  # Measured: bit-exact.
+        # Measured: bit-exact against the AVX2 kernels, 1 level at a few
+        # pixels against the others.
+        assert d.max() <= (0 if TORCH_AVX2 else 1), case
     print()
     for (space, op), (mad, mx) in sorted(worst.items()):
         print(f"{space} {op}: MAD {mad:.5f}, max {mx}")

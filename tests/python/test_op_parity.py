@@ -28,10 +28,16 @@ from torchvision.io import decode_png
 
 import stoker
 from conftest import STOKER, Daemon, run
+from torch_cpu import TORCH_AVX2
 
 SIZE = 224
 COUNT = 32
 BILINEAR = F.InterpolationMode.BILINEAR
+# The max bounds are what was measured against torch's AVX2 kernels; with
+# its scalar kernels (ATEN_CPU_CAPABILITY=default) grid_sample rounds its
+# float32 sums otherwise, and bilinear warps and the policies' shears
+# differ by 1 level at a few pixels (docs/augmentations.md).
+MAX_SLACK = 0 if TORCH_AVX2 else 1
 
 
 def photo(seed):
@@ -230,7 +236,7 @@ def test_color_jitter_runs_the_four_in_one_of_torchvisions_orders(
     worst = max(w for _, w in diffs)
     print(f"\njitter_all (best of 24 orders): MAD {mad:.5f}, max {worst}")
     assert mad <= 1.0
-    assert worst <= CASES["jitter_all"][2]
+    assert worst <= MAX_SLACK + CASES["jitter_all"][2]
     assert len(seen) >= 3
 
 
@@ -247,7 +253,7 @@ def test_op_matches_torchvision(daemon, sources, name):
     worst = max(w for _, w in diffs)
     print(f"\n{name}: MAD {mad:.5f}, max {worst}")
     assert mad <= 1.0
-    assert worst <= max_bound
+    assert worst <= MAX_SLACK + max_bound
 
 
 def test_translate_shifts_by_a_whole_pixel_amount_within_the_range(
@@ -272,7 +278,7 @@ def test_translate_shifts_by_a_whole_pixel_amount_within_the_range(
     worst = max(w for _, w in diffs)
     print(f"\ntranslate (best of 23 shifts): MAD {mad:.5f}, max {worst}")
     assert mad <= 1.0
-    assert worst <= CASES["translate"][2]
+    assert worst <= MAX_SLACK + CASES["translate"][2]
     assert len(shifts) >= 3
 
 
@@ -317,7 +323,7 @@ def check_policy(daemon, sources, pipeline, choices_for, count):
     print(f"\n{pipeline} (best choice, {len(seen)} different of {count}): "
           f"MAD {mad:.5f}, max {worst}")
     assert mad <= 1.0
-    assert worst <= CASES[pipeline][2]
+    assert worst <= MAX_SLACK + CASES[pipeline][2]
     assert len(seen) >= 3
 
 
