@@ -68,11 +68,11 @@ class RandomErasingOp final : public TensorOp {
           area * rng.Uniform(params_.scale[0], params_.scale[1]);
       const double aspect =
           std::exp(rng.Uniform(params_.log_ratio[0], params_.log_ratio[1]));
-      const int h =
-          static_cast<int>(std::nearbyint(std::sqrt(erase_area * aspect)));
-      const int w =
-          static_cast<int>(std::nearbyint(std::sqrt(erase_area / aspect)));
-      if (!(h < img_h && w < img_w)) continue;
+      // Compared as doubles: an extreme ratio must not overflow the cast.
+      const double hd = std::nearbyint(std::sqrt(erase_area * aspect));
+      const double wd = std::nearbyint(std::sqrt(erase_area / aspect));
+      if (!(hd < img_h && wd < img_w)) continue;
+      const int h = static_cast<int>(hd), w = static_cast<int>(wd);
       const int top = static_cast<int>(rng.UniformInt(0, img_h - h));
       const int left = static_cast<int>(rng.UniformInt(0, img_w - w));
       Erase(out, top, left, h, w, rng);

@@ -225,6 +225,12 @@ TEST(RandomErasingTest, RandomFillIsStandardNormalAndPIsTheRate) {
   EXPECT_NEAR(mean, 0, 0.06);
   EXPECT_NEAR(std::sqrt(squares / n - mean * mean), 1, 0.06);
 
+  // A ratio far beyond any image never fits, and never overflows.
+  const std::vector<OpConfig> extreme = Ops(
+      kFloat32Chw,
+      {Op("random_erasing", {{"p", 1.0}, {"ratio", Floats{1e300, 1e300}}})});
+  EXPECT_EQ(RunOps(extreme, 1), RunOps(Ops(kFloat32Chw, {}), 1));
+
   const std::vector<OpConfig> sometimes = Ops(
       kFloat32Chw, {Op("random_erasing", {{"p", 0.3}, {"value", Floats{9}}})});
   const std::vector<OpConfig> never = Ops(kFloat32Chw, {});
