@@ -159,6 +159,11 @@ std::string PipelineAround(const pipeline::OpDef& def) {
     case pipeline::OpKind::kFormat:
       return absl::StrCat("    - decode_jpeg\n    - center_crop: {size: 8}\n",
                           step);
+    case pipeline::OpKind::kTensor:
+      return absl::StrCat(
+          "    - decode_jpeg\n    - center_crop: {size: 8}\n"
+          "    - normalize: {mean: [0.5, 0.5, 0.5], std: [0.2, 0.2, 0.2]}\n",
+          step);
     default:
       return "";
   }

@@ -169,6 +169,12 @@ void Solarize(const ImageBuffer& image, double threshold) {
   ApplyTable(image, table);
 }
 
+void Invert(const ImageBuffer& image) {
+  Table table;
+  for (int v = 0; v < 256; ++v) table[v] = static_cast<uint8_t>(255 - v);
+  ApplyTable(image, table);
+}
+
 void Posterize(const ImageBuffer& image, int bits) {
   const int mask = (0xFF << (8 - bits)) & 0xFF;
   Table table;

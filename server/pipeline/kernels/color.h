@@ -41,6 +41,9 @@ void Grayscale(const ImageBuffer& image);
 // Inverts (255 - v) every channel value >= threshold.
 void Solarize(const ImageBuffer& image, double threshold);
 
+// Inverts every channel value: 255 - v (F.invert on uint8).
+void Invert(const ImageBuffer& image);
+
 // Keeps the top `bits` bits of every channel value. REQUIRES: 0 <= bits <= 8.
 void Posterize(const ImageBuffer& image, int bits);
 
