@@ -66,7 +66,6 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
   // One Ack, or several in an AckList (header field ack_list).
   const v1::Ack* single = request.has_ack() ? &request.ack() : nullptr;
   const int count = single != nullptr ? 1 : request.acks().acks_size();
-  std::shared_ptr<service::Stream> stream;
   std::shared_ptr<Delivery> delivery;
   std::vector<const v1::Ack*> known;
   {
@@ -74,19 +73,19 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
     if (stream_ == nullptr) return;  // Done: OnDone took it.
     for (int i = 0; i < count; ++i) {
       const v1::Ack& ack = single != nullptr ? *single : request.acks().acks(i);
+      // Counted in the same critical section that opens the window: once
+      // it is open, a worker's Pump may send the next batch, and whoever
+      // sees that batch must also see this ack counted. A repeated or
+      // made-up ack opens nothing and counts no stall.
       if (session_->OnAck(ack.position().epoch(), ack.position().step())) {
+        stream_->RecordAck(ack.wait_seconds(), ack.busy_seconds());
         known.push_back(&ack);
       }
     }
-    stream = stream_;
     delivery = delivery_;
   }
-  // Only a batch in flight is let go: a repeated or made-up ack frees no
-  // slot and counts no stall. The ack is counted before its slot is freed:
-  // once freed, another thread may send the next batch, and whoever sees
-  // that batch must also see the ack counted.
+  // Only a batch in flight is let go.
   for (const v1::Ack* ack : known) {
-    stream->RecordAck(ack->wait_seconds(), ack->busy_seconds());
     delivery->Acked(ack->position().epoch(), ack->position().step());
   }
   Pump();
