@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "server/pipeline/passthrough.h"
 #include "server/pipeline/sample_rng.h"
 #include "server/service/shared_run.h"
 
@@ -56,29 +57,27 @@ struct Stream::Building {
   std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
   bool done = false;                 // Guarded by the stream's mu_.
   Source source = Source::kTasks;    // Guarded by the stream's mu_.
-  // Set when the run delivered it: the batch's description (its buffer is
-  // `buffer`), or the run's error.
+  // Set when the run delivered it or the worker that wrote its last sample
+  // finished it: the batch's description (its buffer is `buffer`), or the
+  // error that ends the stream there.
   std::optional<ReadyBatch> delivered;
   absl::Status run_error;
+  // Its samples were not run (the stream was cancelled): never delivered.
+  bool abandoned = false;
 };
 
 Stream::Stream(Options options)
-    : spec_(std::move(options.spec)),
-      catalog_(std::move(options.catalog)),
-      dataset_(options.dataset),
-      pipeline_(std::move(options.pipeline)),
-      layout_(pipeline_->outputs(), spec_.batch_size),
-      pool_(options.pool),
-      group_(std::move(options.group)),
-      on_corrupt_(options.on_corrupt),
+    : spec_(std::move(options.spec)), catalog_(std::move(options.catalog)),
+      dataset_(options.dataset), pipeline_(std::move(options.pipeline)),
+      layout_(pipeline_->slots(), spec_.batch_size), pool_(options.pool),
+      group_(std::move(options.group)), on_corrupt_(options.on_corrupt),
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
       end_(EndPosition(spec_, steps_per_epoch_)),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
-      sampler_(*std::move(options.sampler)),
-      next_epoch_(spec_.start_epoch),
+      sampler_(*std::move(options.sampler)), next_epoch_(spec_.start_epoch),
       next_step_(spec_.start_step) {}
 
 Stream::~Stream() {
@@ -178,11 +177,49 @@ void Stream::RunSample(Building* batch, uint32_t index) {
 }
 
 void Stream::FinishSample(Building* batch) {
+  // Only this call touches the batch until it is marked done.
+  if (cancelled_) {
+    batch->abandoned = true;
+  } else {
+    FinishBatchOf(batch);
+  }
   {
     absl::MutexLock lock(&mu_);
     batch->done = true;
   }
   NotifyReady();
+}
+
+void Stream::FinishBatchOf(Building *batch) {
+  ReadyBatch ready;
+  ready.epoch = batch->epoch;
+  ready.step = batch->step;
+  std::vector<uint32_t> kept;
+  for (uint32_t i = 0; i < batch->ids.size(); ++i) {
+    const absl::Status &error = batch->errors[i];
+    if (error.ok()) {
+      kept.push_back(i);
+      ready.sample_ids.push_back(batch->ids[i]);
+      continue;
+    }
+    // A ragged_limit's overflow policy decides for its own samples. A
+    // damaged shard ends the stream even under kSkip: the file changed
+    // under the daemon, and no read of it can be trusted.
+    const std::optional<pipeline::RaggedOverflow> overflow =
+        pipeline::RaggedOverflowOf(error);
+    const bool skip =
+        overflow.has_value()
+            ? *overflow == pipeline::RaggedOverflow::kSkip
+            : on_corrupt_ != OnCorrupt::kFail && !dataset::IsShardDamage(error);
+    if (!skip) {
+      batch->run_error = error;
+      return;
+    }
+    ready.skipped_ids.push_back(batch->ids[i]);
+  }
+  ready.tensors =
+      FinishBatch(layout_, batch->buffer->data(), kept, &ready.bytes);
+  batch->delivered = std::move(ready);
 }
 
 void Stream::NotifyReady() {
@@ -202,45 +239,16 @@ std::optional<ReadyBatch> Stream::TakeReady() {
     building_.erase(it);
     ++deliver_seq_;
   }
-  ReadyBatch ready;
-  if (batch->delivered.has_value() || !batch->run_error.ok()) {
-    if (!batch->run_error.ok()) {
-      // As below for a corrupt sample: the transport checks Done() next.
-      absl::MutexLock lock(&mu_);
-      if (status_.ok()) status_ = batch->run_error;
-      return std::nullopt;
-    }
-    ready = *std::move(batch->delivered);
-    ready.buffer = std::move(batch->buffer);
-    CountDelivered(ready);
-    return ready;
+  if (batch->abandoned)
+    return std::nullopt;
+  if (!batch->run_error.ok()) {
+    // The caller is the transport, which checks Done() next: no callback.
+    absl::MutexLock lock(&mu_);
+    if (status_.ok())
+      status_ = batch->run_error;
+    return std::nullopt;
   }
-  ready.epoch = batch->epoch;
-  ready.step = batch->step;
-  std::vector<uint32_t> kept;
-  for (uint32_t i = 0; i < batch->ids.size(); ++i) {
-    const absl::Status& error = batch->errors[i];
-    if (error.ok()) {
-      kept.push_back(i);
-      ready.sample_ids.push_back(batch->ids[i]);
-      continue;
-    }
-    // A damaged shard ends the stream even under kSkip: the file changed
-    // under the daemon, and no read of it can be trusted.
-    if (on_corrupt_ == OnCorrupt::kFail || dataset::IsShardDamage(error)) {
-      // The caller is the transport, which checks Done() next: no callback.
-      absl::MutexLock lock(&mu_);
-      if (status_.ok()) status_ = error;
-      return std::nullopt;
-    }
-    ready.skipped_ids.push_back(batch->ids[i]);
-  }
-  const uint32_t n = static_cast<uint32_t>(kept.size());
-  if (n != layout_.batch_size()) {
-    CompactBatch(layout_, batch->buffer->data(), kept);
-  }
-  ready.tensors = DescribeBatch(layout_, n);
-  ready.bytes = layout_.Bytes(n);
+  ReadyBatch ready = *std::move(batch->delivered);
   ready.buffer = std::move(batch->buffer);
   CountDelivered(ready);
   return ready;
