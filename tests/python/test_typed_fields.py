@@ -3,13 +3,17 @@
 C++ fixture) through a stokerd over grpc and shm, every value compared with
 its record: ragged fields as stoker.Ragged, a corrupt record skipped (the
 daemon then compacts the ragged batch around it), ragged_limit's overflow
-policies and drop_fields."""
+policies, drop_fields, the torch Loader, and `stoker stream --json`'s
+digest over every packed tensor."""
+
+import json
 
 import numpy as np
 import pytest
+import xxhash
 
 import stoker
-from conftest import Daemon, write_config
+from conftest import STOKER, Daemon, run, write_config
 from typed_data import typed_samples, write_typed_dataset
 
 N = 40
@@ -155,3 +159,25 @@ def test_the_torch_loader_gives_a_ragged_field_as_two_tensors(typed):
             assert row.numpy().tobytes() == records[i][0]
         seen += batch.sample_ids
     assert sorted(seen) == list(range(N))
+
+
+@pytest.mark.parametrize("transport", ["grpc", "shm"])
+def test_the_cli_digest_covers_every_packed_tensor(typed, transport):
+    daemon, _ = typed
+    h = xxhash.xxh3_64()
+    client = stoker.Client(daemon.address)
+    with client.stream("train", "raw", batch_size=8, seed=3,
+                       transport="grpc") as s:
+        for batch in s:
+            for value in batch.values():  # In wire order; ragged: values,
+                if isinstance(value, stoker.Ragged):  # then offsets.
+                    h.update(value.values)
+                    h.update(value.offsets)
+                else:
+                    h.update(value)
+    out = run([STOKER, "stream", "--address", daemon.address, "--json",
+               "--quiet", "--dataset", "train", "--pipeline", "raw",
+               "--batch-size", 8, "--seed", 3, "--transport", transport])
+    cli = json.loads(out.stdout.strip().splitlines()[-1])
+    assert cli["content_digest"] == h.hexdigest()
+    assert cli["samples"] == N
