@@ -9,12 +9,11 @@
 
 namespace stoker {
 
-absl::StatusOr<RaggedView> Batch::FindRagged(const std::string &name) const {
-  const TensorView *values = Find(name);
-  const TensorView *offsets = nullptr;
-  for (const TensorView &t : tensors_) {
-    if (t.offsets_for == name)
-      offsets = &t;
+absl::StatusOr<RaggedView> Batch::FindRagged(const std::string& name) const {
+  const TensorView* values = Find(name);
+  const TensorView* offsets = nullptr;
+  for (const TensorView& t : tensors_) {
+    if (t.offsets_for == name) offsets = &t;
   }
   if (values == nullptr || offsets == nullptr) {
     return absl::NotFoundError(
@@ -67,9 +66,9 @@ int64_t RaggedView::Offset(size_t k) const {
 
 std::string_view RaggedView::bytes(size_t k) const {
   const size_t row = row_bytes();
-  return std::string_view(reinterpret_cast<const char *>(values.data) +
-                              begin(k) * row,
-                          (end(k) - begin(k)) * row);
+  return std::string_view(
+      reinterpret_cast<const char*>(values.data) + begin(k) * row,
+      (end(k) - begin(k)) * row);
 }
 
-} // namespace stoker
+}  // namespace stoker

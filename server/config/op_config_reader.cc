@@ -116,10 +116,9 @@ std::optional<ArgValue> ReadTypedValue(const ArgSpec& spec,
     case ArgType::kFloatOrPair:
       return ReadOneOrPair(spec, node, mark, what, diag, ParseNumber);
     case ArgType::kStringList: {
-      if (!node.IsSequence())
-        return mismatch(mark, node);
+      if (!node.IsSequence()) return mismatch(mark, node);
       std::vector<std::string> values;
-      for (const YAML::Node &element : node) {
+      for (const YAML::Node& element : node) {
         if (!element.IsScalar())
           return mismatch(MarkOf(element, mark), element);
         values.push_back(element.Scalar());
@@ -321,7 +320,7 @@ std::string FormatArgValue(const pipeline::ArgValue& value) {
     std::string operator()(const std::vector<double>& v) const {
       return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
     }
-    std::string operator()(const std::vector<std::string> &v) const {
+    std::string operator()(const std::vector<std::string>& v) const {
       return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
     }
   };

@@ -79,9 +79,9 @@ struct DecodeSpec {
 
 // What a ragged field whose value is longer than its ragged_limit does.
 enum class RaggedOverflow {
-  kFail,     // The stream fails (ResourceExhausted).
-  kSkip,     // The sample is left out, as a skipped corrupt one.
-  kTruncate, // The first max_length rows (or bytes) are kept.
+  kFail,      // The stream fails (ResourceExhausted).
+  kSkip,      // The sample is left out, as a skipped corrupt one.
+  kTruncate,  // The first max_length rows (or bytes) are kept.
 };
 
 // A fields op: fields to leave out of the batch (drop_fields), or the slot

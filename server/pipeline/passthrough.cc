@@ -34,7 +34,7 @@ OpDef MakeDropFieldsDef() {
                                 "The fields to leave out.")};
   def.scalar_arg = "value";
   def.example = "drop_fields: [caption]";
-  def.factory = [](const OpArgs &args) -> absl::StatusOr<AnyOp> {
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
     FieldSelection selection;
     selection.drop = *FindArg<std::vector<std::string>>(args, "value");
     return AnyOp(std::move(selection));
@@ -64,12 +64,12 @@ OpDef MakeRaggedLimitDef() {
           .OneOf({kOverflowSkip, kOverflowTruncate, kOverflowFail}),
   };
   def.example = "ragged_limit: {field: tokens, max_length: 512}";
-  def.factory = [](const OpArgs &args) -> absl::StatusOr<AnyOp> {
+  def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
     FieldSelection selection;
     selection.limit_field = *FindArg<std::string>(args, "field");
     selection.max_length =
         static_cast<uint64_t>(*FindArg<int64_t>(args, "max_length"));
-    const std::string &overflow = *FindArg<std::string>(args, "overflow");
+    const std::string& overflow = *FindArg<std::string>(args, "overflow");
     selection.overflow = overflow == kOverflowSkip ? RaggedOverflow::kSkip
                          : overflow == kOverflowTruncate
                              ? RaggedOverflow::kTruncate
@@ -81,23 +81,20 @@ OpDef MakeRaggedLimitDef() {
 
 std::string FieldNames(absl::Span<const InputField> schema) {
   std::vector<absl::string_view> names;
-  for (const InputField &field : schema)
-    names.push_back(field.name);
+  for (const InputField& field : schema) names.push_back(field.name);
   return names.empty() ? std::string("none") : absl::StrJoin(names, ", ");
 }
 
 // The index of the field named `name`, or schema.size().
 size_t IndexOf(absl::Span<const InputField> schema, std::string_view name) {
   for (size_t i = 0; i < schema.size(); ++i) {
-    if (schema[i].name == name)
-      return i;
+    if (schema[i].name == name) return i;
   }
   return schema.size();
 }
 
-uint64_t RowBytesOf(const InputField &field) {
-  if (field.passthrough == Passthrough::kRaggedBytes)
-    return 1;
+uint64_t RowBytesOf(const InputField& field) {
+  if (field.passthrough == Passthrough::kRaggedBytes) return 1;
   uint64_t row = tensor::DTypeSize(field.dtype);
   for (size_t d = 1; d < field.shape.size(); ++d) {
     row *= static_cast<uint64_t>(field.shape[d]);
@@ -105,42 +102,41 @@ uint64_t RowBytesOf(const InputField &field) {
   return row;
 }
 
-absl::Status Overflow(const PassthroughField &field, uint64_t rows,
+absl::Status Overflow(const PassthroughField& field, uint64_t rows,
                       RaggedOverflow overflow) {
   absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
       "field '", field.name, "' has ", rows,
       field.kind == Passthrough::kRaggedRows ? " rows" : " bytes",
       ", over its ragged_limit max_length ", field.max_rows, " (overflow: ",
       overflow == RaggedOverflow::kSkip ? kOverflowSkip : kOverflowFail, ")"));
-  status.SetPayload(kRaggedOverflowPayload,
-                    absl::Cord(overflow == RaggedOverflow::kSkip
-                                   ? kOverflowSkip
-                                   : kOverflowFail));
+  status.SetPayload(
+      kRaggedOverflowPayload,
+      absl::Cord(overflow == RaggedOverflow::kSkip ? kOverflowSkip
+                                                   : kOverflowFail));
   return status;
 }
 
-} // namespace
+}  // namespace
 
 STOKER_REGISTER_OP(MakeDropFieldsDef);
 STOKER_REGISTER_OP(MakeRaggedLimitDef);
 
-std::optional<RaggedOverflow> RaggedOverflowOf(const absl::Status &status) {
+std::optional<RaggedOverflow> RaggedOverflowOf(const absl::Status& status) {
   const auto payload = status.GetPayload(kRaggedOverflowPayload);
-  if (!payload.has_value())
-    return std::nullopt;
+  if (!payload.has_value()) return std::nullopt;
   return *payload == kOverflowSkip ? RaggedOverflow::kSkip
                                    : RaggedOverflow::kFail;
 }
 
 absl::Status BindPassthrough(absl::Span<const InputField> schema,
-                             const std::vector<bool> &bound,
-                             const std::vector<BoundSelection> &selections,
-                             std::vector<tensor::OutputSlot> *slots,
-                             std::vector<PassthroughField> *fields) {
+                             const std::vector<bool>& bound,
+                             const std::vector<BoundSelection>& selections,
+                             std::vector<tensor::OutputSlot>* slots,
+                             std::vector<PassthroughField>* fields) {
   std::vector<bool> dropped(schema.size(), false);
-  std::vector<const BoundSelection *> limits(schema.size(), nullptr);
-  for (const BoundSelection &s : selections) {
-    for (const std::string &name : s.selection.drop) {
+  std::vector<const BoundSelection*> limits(schema.size(), nullptr);
+  for (const BoundSelection& s : selections) {
+    for (const std::string& name : s.selection.drop) {
       const size_t i = IndexOf(schema, name);
       if (i == schema.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -149,8 +145,7 @@ absl::Status BindPassthrough(absl::Span<const InputField> schema,
       }
       dropped[i] = true;
     }
-    if (s.selection.limit_field.empty())
-      continue;
+    if (s.selection.limit_field.empty()) continue;
     const size_t i = IndexOf(schema, s.selection.limit_field);
     if (i == schema.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -167,9 +162,8 @@ absl::Status BindPassthrough(absl::Span<const InputField> schema,
     limits[i] = &s;
   }
   for (size_t i = 0; i < schema.size(); ++i) {
-    if (bound[i] || dropped[i])
-      continue;
-    const InputField &in = schema[i];
+    if (bound[i] || dropped[i]) continue;
+    const InputField& in = schema[i];
     PassthroughField field;
     field.record_index = i;
     field.slot = static_cast<int>(slots->size());
@@ -198,8 +192,7 @@ absl::Status BindPassthrough(absl::Span<const InputField> schema,
           in.name, "]"));
     }
     spec.utf8 = in.utf8;
-    if (spec.shape.empty())
-      spec.shape = {-1};
+    if (spec.shape.empty()) spec.shape = {-1};
     tensor::OutputSlot values;
     values.kind = tensor::OutputSlot::Kind::kRagged;
     values.row_bytes = field.row_bytes;
@@ -221,8 +214,8 @@ absl::Status BindPassthrough(absl::Span<const InputField> schema,
 
 absl::Status CopyPassthrough(absl::Span<const PassthroughField> fields,
                              absl::Span<const std::string_view> record,
-                             absl::Span<uint8_t *const> dst) {
-  for (const PassthroughField &field : fields) {
+                             absl::Span<uint8_t* const> dst) {
+  for (const PassthroughField& field : fields) {
     const std::string_view value = record[field.record_index];
     if (field.kind == Passthrough::kDense) {
       if (value.size() != field.bytes) {
@@ -265,4 +258,4 @@ absl::Status CopyPassthrough(absl::Span<const PassthroughField> fields,
   return absl::OkStatus();
 }
 
-} // namespace stoker::pipeline
+}  // namespace stoker::pipeline

@@ -37,7 +37,7 @@ inline constexpr char kRaggedOverflowPayload[] = "stoker.ragged_overflow";
 
 // What the ragged_limit that `status` overflowed says to do (kSkip or
 // kFail); nullopt when `status` is not an overflow.
-std::optional<RaggedOverflow> RaggedOverflowOf(const absl::Status &status);
+std::optional<RaggedOverflow> RaggedOverflowOf(const absl::Status& status);
 
 // A fields op of a created pipeline, with where it stands in the config
 // for messages ("pipeline 'p': op[1] 'drop_fields' (line 7): ").
@@ -49,32 +49,32 @@ struct BoundSelection {
 // One field a bound pipeline copies from the record into the batch.
 struct PassthroughField {
   size_t record_index = 0;
-  int slot = 0; // Its output; ragged: the values, offsets at slot + 1.
+  int slot = 0;  // Its output; ragged: the values, offsets at slot + 1.
   InputField::Passthrough kind = InputField::Passthrough::kDense;
-  size_t bytes = 0;      // Dense: the value's exact size.
-  size_t row_bytes = 1;  // Ragged: one row (1 for bytes).
-  uint64_t max_rows = 0; // Ragged: the slot's room.
+  size_t bytes = 0;       // Dense: the value's exact size.
+  size_t row_bytes = 1;   // Ragged: one row (1 for bytes).
+  uint64_t max_rows = 0;  // Ragged: the slot's room.
   // Ragged, when a ragged_limit set max_rows: what a longer value does.
   std::optional<RaggedOverflow> overflow;
-  std::string name; // For messages.
+  std::string name;  // For messages.
 };
 
 // Appends to *slots and *fields what the schema's fields not in `bound`
 // (the decoded images) pass through as, in schema order, after applying
 // `selections` (config order). InvalidArgument as Pipeline::Bind says.
 absl::Status BindPassthrough(absl::Span<const InputField> schema,
-                             const std::vector<bool> &bound,
-                             const std::vector<BoundSelection> &selections,
-                             std::vector<tensor::OutputSlot> *slots,
-                             std::vector<PassthroughField> *fields);
+                             const std::vector<bool>& bound,
+                             const std::vector<BoundSelection>& selections,
+                             std::vector<tensor::OutputSlot>* slots,
+                             std::vector<PassthroughField>* fields);
 
 // Copies one record's pass-through fields into dst (indexed by slot).
 // DataLoss for a dense value of the wrong size or a ragged one that is not
 // whole rows; an overflow as its ragged_limit says.
 absl::Status CopyPassthrough(absl::Span<const PassthroughField> fields,
                              absl::Span<const std::string_view> record,
-                             absl::Span<uint8_t *const> dst);
+                             absl::Span<uint8_t* const> dst);
 
-} // namespace stoker::pipeline
+}  // namespace stoker::pipeline
 
-#endif // STOKER_SERVER_PIPELINE_PASSTHROUGH_H_
+#endif  // STOKER_SERVER_PIPELINE_PASSTHROUGH_H_

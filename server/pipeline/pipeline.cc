@@ -32,7 +32,7 @@ struct PipelineSteps {
   };
 
   std::vector<DecodeSpec> decodes;
-  std::vector<BoundSelection> selections; // Used by Bind, not per sample.
+  std::vector<BoundSelection> selections;  // Used by Bind, not per sample.
   std::vector<std::unique_ptr<GeometryOp>> geometry;
   std::vector<Bound<PixelOp>> pixel;
   std::vector<Bound<TensorOp>> tensor;
@@ -129,15 +129,14 @@ std::optional<size_t> FailedOpIndex(const absl::Status& status) {
 
 namespace {
 
-std::vector<tensor::TensorSpec>
-SpecsOf(const std::vector<tensor::OutputSlot> &slots) {
+std::vector<tensor::TensorSpec> SpecsOf(
+    const std::vector<tensor::OutputSlot>& slots) {
   std::vector<tensor::TensorSpec> specs;
-  for (const tensor::OutputSlot &slot : slots)
-    specs.push_back(slot.spec);
+  for (const tensor::OutputSlot& slot : slots) specs.push_back(slot.spec);
   return specs;
 }
 
-} // namespace
+}  // namespace
 
 InputField InputField::Image(std::string name, uint64_t max_length) {
   InputField field;
@@ -159,15 +158,18 @@ InputField InputField::Dense(std::string name, tensor::DType dtype,
 }
 
 BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
-                             const OutputFormat &format,
+                             const OutputFormat& format,
                              int64_t max_decode_pixels, size_t num_fields,
                              std::vector<size_t> image_fields,
                              std::vector<PassthroughField> passthrough,
                              std::vector<tensor::OutputSlot> slots)
-    : steps_(std::move(steps)), converter_(format),
-      max_decode_pixels_(max_decode_pixels), num_fields_(num_fields),
+    : steps_(std::move(steps)),
+      converter_(format),
+      max_decode_pixels_(max_decode_pixels),
+      num_fields_(num_fields),
       image_fields_(std::move(image_fields)),
-      passthrough_(std::move(passthrough)), slots_(std::move(slots)),
+      passthrough_(std::move(passthrough)),
+      slots_(std::move(slots)),
       outputs_(SpecsOf(slots_)) {}
 
 BoundPipeline::~BoundPipeline() = default;
@@ -249,8 +251,7 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
     if (absl::Status s = CopyPassthrough(passthrough_, fields, dst); !s.ok()) {
       return s;
     }
-    if (times != nullptr)
-      times->collate_ns += NowNs() - collate_ns;
+    if (times != nullptr) times->collate_ns += NowNs() - collate_ns;
   }
   return absl::OkStatus();
 }
@@ -381,8 +382,7 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
           schema[i].spatial ||
           (schema[i].passthrough == InputField::Passthrough::kRaggedBytes &&
            !schema[i].utf8);
-      if (encoded && schema[i].name == decode.field)
-        index = i;
+      if (encoded && schema[i].name == decode.field) index = i;
     }
     if (index == schema.size()) {
       std::vector<absl::string_view> names;

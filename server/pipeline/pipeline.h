@@ -80,11 +80,11 @@ struct InputField {
 
   std::string name;
   Passthrough passthrough = Passthrough::kDense;
-  bool spatial = false; // An encoded image: decode_image may bind it.
+  bool spatial = false;  // An encoded image: decode_image may bind it.
   tensor::DType dtype = tensor::DType::kUint8;
-  std::vector<int64_t> shape; // Ragged: {-1, trailing...}.
-  uint64_t max_length = 0;    // Ragged: the manifest's; 0 unknown.
-  bool utf8 = false;          // A str field.
+  std::vector<int64_t> shape;  // Ragged: {-1, trailing...}.
+  uint64_t max_length = 0;     // Ragged: the manifest's; 0 unknown.
+  bool utf8 = false;           // A str field.
 
   // An encoded image field (uint8 {-1}), as a v1 dataset's `image`.
   static InputField Image(std::string name, uint64_t max_length = 0);
@@ -95,31 +95,31 @@ struct InputField {
 
 class BoundPipeline {
  public:
-   ~BoundPipeline();
+  ~BoundPipeline();
 
-   // Per sample: each decoded image ("image" unless decode_image names
-   // another field), then each pass-through field in schema order (ragged
-   // ones as values, then "<name>.offsets").
-   const std::vector<tensor::TensorSpec> &outputs() const { return outputs_; }
-   // The outputs with what each takes in a batch (service::BatchLayout).
-   const std::vector<tensor::OutputSlot> &slots() const { return slots_; }
+  // Per sample: each decoded image ("image" unless decode_image names
+  // another field), then each pass-through field in schema order (ragged
+  // ones as values, then "<name>.offsets").
+  const std::vector<tensor::TensorSpec>& outputs() const { return outputs_; }
+  // The outputs with what each takes in a batch (service::BatchLayout).
+  const std::vector<tensor::OutputSlot>& slots() const { return slots_; }
 
-   // Turns one record's `fields` (in schema order) into the outputs: output
-   // i goes to dst[i], which is aligned for its dtype and has room for
-   // slots()[i].max_sample_bytes (an offsets slot: one int64, which Run
-   // sets to the sample's rows or bytes). Adds stage times to *times when
-   // not null. DataLoss for an undecodable image or a field of the wrong
-   // size; for a ragged value over its ragged_limit, as the limit's
-   // overflow says (see RaggedOverflowOf); InvalidArgument for a wrong
-   // number of fields or buffers.
-   absl::Status Run(absl::Span<const std::string_view> fields, SampleRng &rng,
-                    absl::Span<uint8_t *const> dst, StageTimes *times) const;
+  // Turns one record's `fields` (in schema order) into the outputs: output
+  // i goes to dst[i], which is aligned for its dtype and has room for
+  // slots()[i].max_sample_bytes (an offsets slot: one int64, which Run
+  // sets to the sample's rows or bytes). Adds stage times to *times when
+  // not null. DataLoss for an undecodable image or a field of the wrong
+  // size; for a ragged value over its ragged_limit, as the limit's
+  // overflow says (see RaggedOverflowOf); InvalidArgument for a wrong
+  // number of fields or buffers.
+  absl::Status Run(absl::Span<const std::string_view> fields, SampleRng& rng,
+                   absl::Span<uint8_t* const> dst, StageTimes* times) const;
 
  private:
   friend class Pipeline;
 
   BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
-                const OutputFormat &format, int64_t max_decode_pixels,
+                const OutputFormat& format, int64_t max_decode_pixels,
                 size_t num_fields, std::vector<size_t> image_fields,
                 std::vector<PassthroughField> passthrough,
                 std::vector<tensor::OutputSlot> slots);
@@ -139,43 +139,43 @@ class BoundPipeline {
 
 class Pipeline {
  public:
-   // Builds the ops named in `ops` from OpRegistry::Global(). InvalidArgument
-   // naming the pipeline, the op, its index and its line (when > 0) for an
-   // unknown op, bad arguments, an op out of order (decode_image first, then
-   // fields ops (drop_fields, ragged_limit), geometry, pixel, format
-   // (normalize, layout) and tensor ops; a pipeline of fields ops alone
-   // decodes nothing and passes every field through), a pixel or
-   // tensor op bound to a field no decode op decodes, or an output size that
-   // is not fixed (the geometry ops must end with random_resized_crop,
-   // center_crop or resize [h, w]). An image over `max_decode_pixels` (width x
-   // height, read from its header; limits.max_decode_pixels) is DataLoss. An
-   // error that one op causes carries that op's index in `ops` (see
-   // FailedOpIndex), so the config loader can point at the op.
-   static absl::StatusOr<std::unique_ptr<Pipeline>>
-   Create(std::string name, const std::vector<OpConfig> &ops,
-          int64_t max_decode_pixels = kDefaultMaxDecodePixels);
+  // Builds the ops named in `ops` from OpRegistry::Global(). InvalidArgument
+  // naming the pipeline, the op, its index and its line (when > 0) for an
+  // unknown op, bad arguments, an op out of order (decode_image first, then
+  // fields ops (drop_fields, ragged_limit), geometry, pixel, format
+  // (normalize, layout) and tensor ops; a pipeline of fields ops alone
+  // decodes nothing and passes every field through), a pixel or
+  // tensor op bound to a field no decode op decodes, or an output size that
+  // is not fixed (the geometry ops must end with random_resized_crop,
+  // center_crop or resize [h, w]). An image over `max_decode_pixels` (width x
+  // height, read from its header; limits.max_decode_pixels) is DataLoss. An
+  // error that one op causes carries that op's index in `ops` (see
+  // FailedOpIndex), so the config loader can point at the op.
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
+      std::string name, const std::vector<OpConfig>& ops,
+      int64_t max_decode_pixels = kDefaultMaxDecodePixels);
 
-   const std::string &name() const { return name_; }
-   std::vector<std::string> op_names() const { return op_names_; }
+  const std::string& name() const { return name_; }
+  std::vector<std::string> op_names() const { return op_names_; }
 
-   // The image output's format and size (0 x 0 without a decode op).
-   const OutputFormat &format() const { return format_; }
-   int out_height() const { return out_height_; }
-   int out_width() const { return out_width_; }
+  // The image output's format and size (0 x 0 without a decode op).
+  const OutputFormat& format() const { return format_; }
+  int out_height() const { return out_height_; }
+  int out_width() const { return out_width_; }
 
-   // Applies the pipeline to records of `schema`; the image is the spatial
-   // field that decode_image names ("image" by default); every other field
-   // passes through unless drop_fields names it. InvalidArgument, naming the
-   // op and its line, when there is no such image, drop_fields or
-   // ragged_limit names a field the schema lacks (or, for ragged_limit, one
-   // that is not ragged), or a ragged field has neither a ragged_limit nor a
-   // max_length in the schema.
-   //
-   // A ragged field's slot holds ragged_limit's max_length if given, else
-   // the schema's. Only ragged_limit's overflow applies to longer values:
-   // the dataset's reader already refuses a value over the manifest's.
-   absl::StatusOr<std::unique_ptr<BoundPipeline>>
-   Bind(absl::Span<const InputField> schema) const;
+  // Applies the pipeline to records of `schema`; the image is the spatial
+  // field that decode_image names ("image" by default); every other field
+  // passes through unless drop_fields names it. InvalidArgument, naming the
+  // op and its line, when there is no such image, drop_fields or
+  // ragged_limit names a field the schema lacks (or, for ragged_limit, one
+  // that is not ragged), or a ragged field has neither a ragged_limit nor a
+  // max_length in the schema.
+  //
+  // A ragged field's slot holds ragged_limit's max_length if given, else
+  // the schema's. Only ragged_limit's overflow applies to longer values:
+  // the dataset's reader already refuses a value over the manifest's.
+  absl::StatusOr<std::unique_ptr<BoundPipeline>> Bind(
+      absl::Span<const InputField> schema) const;
 
  private:
   Pipeline(std::string name, std::vector<std::string> op_names,

@@ -39,12 +39,12 @@ using ArgValue = std::variant<bool, int64_t, double, std::string,
 enum class ArgType {
   kBool,
   kInt,
-  kFloat, // An int is accepted and stored as double.
+  kFloat,  // An int is accepted and stored as double.
   kString,
-  kFloatList,   // Ints in the list are stored as doubles.
-  kIntOrPair,   // n or [h, w]; stored as a vector<double> of 1 or 2 values.
-  kFloatOrPair, // x or [lo, hi]; stored as a vector<double> of 1 or 2.
-  kStringList,  // [a, b]; stored as a vector<std::string>.
+  kFloatList,    // Ints in the list are stored as doubles.
+  kIntOrPair,    // n or [h, w]; stored as a vector<double> of 1 or 2 values.
+  kFloatOrPair,  // x or [lo, hi]; stored as a vector<double> of 1 or 2.
+  kStringList,   // [a, b]; stored as a vector<std::string>.
 };
 
 // "bool", "int", "float", "string", "float list", "int or [h, w]",

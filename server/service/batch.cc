@@ -13,7 +13,7 @@ size_t AlignUp(size_t n) {
          BatchLayout::kAlignment;
 }
 
-} // namespace
+}  // namespace
 
 std::unique_ptr<BatchBuffer> HeapBufferSource::Take() {
   if (taken_.fetch_add(1) >= count_) {
@@ -23,8 +23,8 @@ std::unique_ptr<BatchBuffer> HeapBufferSource::Take() {
   return std::make_unique<HeapBatchBuffer>(bytes_);
 }
 
-std::unique_ptr<BatchBuffer>
-ReclaimBuffer(std::unique_ptr<BatchBuffer> buffer) {
+std::unique_ptr<BatchBuffer> ReclaimBuffer(
+    std::unique_ptr<BatchBuffer> buffer) {
   if (buffer->lender() != nullptr) {
     return buffer->TakeOwn();
   }
@@ -33,28 +33,28 @@ ReclaimBuffer(std::unique_ptr<BatchBuffer> buffer) {
 
 namespace {
 
-std::vector<tensor::OutputSlot>
-DenseSlots(const std::vector<tensor::TensorSpec> &specs) {
+std::vector<tensor::OutputSlot> DenseSlots(
+    const std::vector<tensor::TensorSpec>& specs) {
   std::vector<tensor::OutputSlot> slots;
-  for (const tensor::TensorSpec &spec : specs) {
+  for (const tensor::TensorSpec& spec : specs) {
     slots.push_back(tensor::OutputSlot::Dense(spec));
   }
   return slots;
 }
 
-std::vector<tensor::TensorSpec>
-SpecsOf(const std::vector<tensor::OutputSlot> &slots) {
+std::vector<tensor::TensorSpec> SpecsOf(
+    const std::vector<tensor::OutputSlot>& slots) {
   std::vector<tensor::TensorSpec> specs;
-  for (const tensor::OutputSlot &slot : slots)
-    specs.push_back(slot.spec);
+  for (const tensor::OutputSlot& slot : slots) specs.push_back(slot.spec);
   return specs;
 }
 
-} // namespace
+}  // namespace
 
 BatchLayout::BatchLayout(std::vector<tensor::OutputSlot> slots,
                          uint32_t batch_size)
-    : slots_(std::move(slots)), specs_(SpecsOf(slots_)),
+    : slots_(std::move(slots)),
+      specs_(SpecsOf(slots_)),
       batch_size_(batch_size) {
   size_t offset = 0;
   for (size_t t = 0; t < slots_.size(); ++t) {
@@ -66,12 +66,12 @@ BatchLayout::BatchLayout(std::vector<tensor::OutputSlot> slots,
   capacity_ = offset;
 }
 
-BatchLayout::BatchLayout(const std::vector<tensor::TensorSpec> &per_sample,
+BatchLayout::BatchLayout(const std::vector<tensor::TensorSpec>& per_sample,
                          uint32_t batch_size)
     : BatchLayout(DenseSlots(per_sample), batch_size) {}
 
 size_t BatchLayout::RegionBytes(size_t t) const {
-  const tensor::OutputSlot &s = slots_[t];
+  const tensor::OutputSlot& s = slots_[t];
   if (s.kind == tensor::OutputSlot::Kind::kOffsets) {
     return (size_t{batch_size_} + 1) * sizeof(int64_t);
   }
@@ -80,17 +80,16 @@ size_t BatchLayout::RegionBytes(size_t t) const {
 
 HeapBatchBuffer::HeapBatchBuffer(size_t bytes) : bytes_(bytes) {
   const size_t rounded = AlignUp(std::max<size_t>(bytes, 1));
-  void *p = std::aligned_alloc(BatchLayout::kAlignment, rounded);
-  if (p == nullptr)
-    throw std::bad_alloc();
-  data_.reset(static_cast<uint8_t *>(p));
+  void* p = std::aligned_alloc(BatchLayout::kAlignment, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  data_.reset(static_cast<uint8_t*>(p));
 }
 
-void HeapBatchBuffer::Free::operator()(uint8_t *p) const { std::free(p); }
+void HeapBatchBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
 
-std::vector<BatchTensor> FinishBatch(const BatchLayout &layout, uint8_t *base,
-                                     const std::vector<uint32_t> &kept,
-                                     size_t *payload_bytes) {
+std::vector<BatchTensor> FinishBatch(const BatchLayout& layout, uint8_t* base,
+                                     const std::vector<uint32_t>& kept,
+                                     size_t* payload_bytes) {
   using Kind = tensor::OutputSlot::Kind;
   const uint32_t n = static_cast<uint32_t>(kept.size());
   const bool moves = n != layout.batch_size() || layout.ragged();
@@ -100,60 +99,60 @@ std::vector<BatchTensor> FinishBatch(const BatchLayout &layout, uint8_t *base,
   std::vector<int64_t> rows(layout.slots().size(), 0);
   size_t end = 0;
   for (size_t t = 0; t < layout.slots().size(); ++t) {
-    const tensor::OutputSlot &slot = layout.slots()[t];
-    BatchTensor &bt = tensors[t];
+    const tensor::OutputSlot& slot = layout.slots()[t];
+    BatchTensor& bt = tensors[t];
     bt.spec = slot.spec;
     bt.offset = moves ? AlignUp(end) : layout.Offset(t);
-    uint8_t *const dst = base + bt.offset;
+    uint8_t* const dst = base + bt.offset;
     switch (slot.kind) {
-    case Kind::kDense: {
-      const size_t bytes = slot.max_sample_bytes;
-      for (uint32_t j = 0; moves && j < n; ++j) {
-        const uint8_t *src = layout.SamplePtr(base, t, kept[j]);
-        uint8_t *to = dst + j * bytes;
-        if (to != src)
-          std::memmove(to, src, bytes);
+      case Kind::kDense: {
+        const size_t bytes = slot.max_sample_bytes;
+        for (uint32_t j = 0; moves && j < n; ++j) {
+          const uint8_t* src = layout.SamplePtr(base, t, kept[j]);
+          uint8_t* to = dst + j * bytes;
+          if (to != src) std::memmove(to, src, bytes);
+        }
+        bt.spec.shape.insert(bt.spec.shape.begin(), n);
+        bt.length = bytes * n;
+        break;
       }
-      bt.spec.shape.insert(bt.spec.shape.begin(), n);
-      bt.length = bytes * n;
-      break;
-    }
-    case Kind::kRagged: {
-      // Its offsets slot comes next and holds each sample's count.
-      const size_t counts = t + 1;
-      size_t packed = 0;
-      for (uint32_t j = 0; j < n; ++j) {
-        int64_t count = 0;
-        std::memcpy(&count, layout.SamplePtr(base, counts, kept[j]),
-                    sizeof(count));
-        const size_t bytes = static_cast<size_t>(count) * slot.row_bytes;
-        const uint8_t *src = layout.SamplePtr(base, t, kept[j]);
-        if (dst + packed != src)
-          std::memmove(dst + packed, src, bytes);
-        packed += bytes;
-        rows[t] += count;
+      case Kind::kRagged: {
+        // Its offsets slot comes next and holds each sample's count.
+        const size_t counts = t + 1;
+        size_t packed = 0;
+        for (uint32_t j = 0; j < n; ++j) {
+          int64_t count = 0;
+          std::memcpy(&count, layout.SamplePtr(base, counts, kept[j]),
+                      sizeof(count));
+          const size_t bytes = static_cast<size_t>(count) * slot.row_bytes;
+          const uint8_t* src = layout.SamplePtr(base, t, kept[j]);
+          if (dst + packed != src) std::memmove(dst + packed, src, bytes);
+          packed += bytes;
+          rows[t] += count;
+        }
+        bt.spec.shape[0] = rows[t];
+        bt.length = packed;
+        break;
       }
-      bt.spec.shape[0] = rows[t];
-      bt.length = packed;
-      break;
-    }
-    case Kind::kOffsets: {
-      // Counts are read at (kept[j] + 1) and prefix sums written at
-      // (j + 1) <= (kept[j] + 1), from a region that only moved forward:
-      // a write never lands on a count still to be read.
-      int64_t sum = 0;
-      for (uint32_t j = 0; j < n; ++j) {
-        int64_t count = 0;
-        std::memcpy(&count, layout.SamplePtr(base, t, kept[j]), sizeof(count));
-        sum += count;
-        std::memcpy(dst + (size_t{j} + 1) * sizeof(int64_t), &sum, sizeof(sum));
+      case Kind::kOffsets: {
+        // Counts are read at (kept[j] + 1) and prefix sums written at
+        // (j + 1) <= (kept[j] + 1), from a region that only moved forward:
+        // a write never lands on a count still to be read.
+        int64_t sum = 0;
+        for (uint32_t j = 0; j < n; ++j) {
+          int64_t count = 0;
+          std::memcpy(&count, layout.SamplePtr(base, t, kept[j]),
+                      sizeof(count));
+          sum += count;
+          std::memcpy(dst + (size_t{j} + 1) * sizeof(int64_t), &sum,
+                      sizeof(sum));
+        }
+        const int64_t zero = 0;
+        std::memcpy(dst, &zero, sizeof(zero));
+        bt.spec.shape = {static_cast<int64_t>(n) + 1};
+        bt.length = (size_t{n} + 1) * sizeof(int64_t);
+        break;
       }
-      const int64_t zero = 0;
-      std::memcpy(dst, &zero, sizeof(zero));
-      bt.spec.shape = {static_cast<int64_t>(n) + 1};
-      bt.length = (size_t{n} + 1) * sizeof(int64_t);
-      break;
-    }
     }
     end = bt.offset + bt.length;
   }
@@ -161,4 +160,4 @@ std::vector<BatchTensor> FinishBatch(const BatchLayout &layout, uint8_t *base,
   return tensors;
 }
 
-} // namespace stoker::service
+}  // namespace stoker::service

@@ -40,17 +40,17 @@ namespace stoker::service {
 // Where each slot of a batch of `batch_size` samples lives while it is
 // built. Immutable.
 class BatchLayout {
-public:
+ public:
   static constexpr size_t kAlignment = 64;
 
   BatchLayout(std::vector<tensor::OutputSlot> slots, uint32_t batch_size);
   // Every tensor dense.
-  BatchLayout(const std::vector<tensor::TensorSpec> &per_sample,
+  BatchLayout(const std::vector<tensor::TensorSpec>& per_sample,
               uint32_t batch_size);
 
-  const std::vector<tensor::OutputSlot> &slots() const { return slots_; }
+  const std::vector<tensor::OutputSlot>& slots() const { return slots_; }
   // The per-sample specs of the slots, in order (a stream header's outputs).
-  const std::vector<tensor::TensorSpec> &per_sample() const { return specs_; }
+  const std::vector<tensor::TensorSpec>& per_sample() const { return specs_; }
   uint32_t batch_size() const { return batch_size_; }
   // Byte offset of slot t's region in the buffer.
   size_t Offset(size_t t) const { return offsets_[t]; }
@@ -59,8 +59,8 @@ public:
   // The buffer size a batch needs.
   size_t Capacity() const { return capacity_; }
   // Where sample i writes slot t (see the file comment).
-  uint8_t *SamplePtr(uint8_t *base, size_t t, uint32_t i) const {
-    const tensor::OutputSlot &s = slots_[t];
+  uint8_t* SamplePtr(uint8_t* base, size_t t, uint32_t i) const {
+    const tensor::OutputSlot& s = slots_[t];
     return base + offsets_[t] +
            (s.kind == tensor::OutputSlot::Kind::kOffsets
                 ? (size_t{i} + 1) * sizeof(int64_t)
@@ -69,7 +69,7 @@ public:
   // Whether any slot is ragged (FinishBatch then always moves bytes).
   bool ragged() const { return ragged_; }
 
-private:
+ private:
   const std::vector<tensor::OutputSlot> slots_;
   const std::vector<tensor::TensorSpec> specs_;
   const uint32_t batch_size_;
@@ -81,35 +81,35 @@ private:
 // A buffer owned by a transport that a batch is assembled into. The stream
 // borrows it while the batch is built and hands it back in a ReadyBatch.
 class BatchBuffer {
-public:
+ public:
   // Where a buffer lives: the ring or pool it belongs to (compared, never
   // followed) and its index there; {nullptr, 0} for a buffer on its own.
   struct Home {
-    const void *owner = nullptr;
+    const void* owner = nullptr;
     uint32_t index = 0;
   };
 
   virtual ~BatchBuffer() = default;
-  virtual uint8_t *data() = 0;
+  virtual uint8_t* data() = 0;
   virtual size_t capacity() const = 0;
   virtual Home home() const { return {}; }
   // A batch lent by a shared run (LentBatchBuffer) reads the run's buffer,
   // and holds the stream's own: the one, or null for any other buffer...
-  virtual const BatchBuffer *lender() const { return nullptr; }
+  virtual const BatchBuffer* lender() const { return nullptr; }
   // ...and the other, taken out (null for any other buffer).
   virtual std::unique_ptr<BatchBuffer> TakeOwn() { return nullptr; }
 };
 
 // A plain heap buffer, aligned for SIMD stores.
 class HeapBatchBuffer : public BatchBuffer {
-public:
+ public:
   explicit HeapBatchBuffer(size_t bytes);
-  uint8_t *data() override { return data_.get(); }
+  uint8_t* data() override { return data_.get(); }
   size_t capacity() const override { return bytes_; }
 
-private:
+ private:
   struct Free {
-    void operator()(uint8_t *p) const;
+    void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t, Free> data_;
   size_t bytes_;
@@ -120,7 +120,7 @@ private:
 // place (a memfd ring, which shm clients map), so that a batch built once
 // reaches each consumer without a copy.
 class BufferSource {
-public:
+ public:
   virtual ~BufferSource() = default;
   // A buffer not in use, or null when every one is. A run keeps the buffers
   // it takes and reuses them; it never gives one back.
@@ -135,12 +135,12 @@ using BufferSourceFactory =
 
 // Heap buffers, at most `count`, each allocated when first taken.
 class HeapBufferSource : public BufferSource {
-public:
+ public:
   HeapBufferSource(uint32_t count, size_t bytes, std::shared_ptr<void> hold)
       : count_(count), bytes_(bytes), hold_(std::move(hold)) {}
   std::unique_ptr<BatchBuffer> Take() override;
 
-private:
+ private:
   const uint32_t count_;
   const size_t bytes_;
   const std::shared_ptr<void> hold_;
@@ -161,27 +161,27 @@ struct ReadyBatch {
   std::vector<uint64_t> sample_ids;
   std::vector<uint64_t> skipped_ids;
   std::vector<BatchTensor> tensors;
-  size_t bytes = 0; // Payload bytes, from the start of the buffer.
+  size_t bytes = 0;  // Payload bytes, from the start of the buffer.
   std::unique_ptr<BatchBuffer> buffer;
-  bool shared = false; // Built once by a shared run for several streams.
+  bool shared = false;  // Built once by a shared run for several streams.
 };
 
 // A batch that a shared run lends to a stream: it reads the run's buffer in
 // place, and holds the stream's own buffer, unused, so that the batch keeps
 // its place in the stream's window until the transport is done with it.
 class LentBatchBuffer : public BatchBuffer {
-public:
+ public:
   LentBatchBuffer(std::shared_ptr<const ReadyBatch> batch,
                   std::unique_ptr<BatchBuffer> own)
       : batch_(std::move(batch)), own_(std::move(own)) {}
-  uint8_t *data() override { return batch_->buffer->data(); }
+  uint8_t* data() override { return batch_->buffer->data(); }
   size_t capacity() const override { return batch_->buffer->capacity(); }
   // The run's buffer the batch is in.
-  const BatchBuffer *lender() const override { return batch_->buffer.get(); }
+  const BatchBuffer* lender() const override { return batch_->buffer.get(); }
   // The stream's own buffer; the run's batch is let go with this object.
   std::unique_ptr<BatchBuffer> TakeOwn() override { return std::move(own_); }
 
-private:
+ private:
   const std::shared_ptr<const ReadyBatch> batch_;
   std::unique_ptr<BatchBuffer> own_;
 };
@@ -200,10 +200,10 @@ std::unique_ptr<BatchBuffer> ReclaimBuffer(std::unique_ptr<BatchBuffer> buffer);
 // be read.
 // REQUIRES: each kept sample's offsets entry holds a count whose rows fit
 // its ragged slot (the pipeline wrote it).
-std::vector<BatchTensor> FinishBatch(const BatchLayout &layout, uint8_t *base,
-                                     const std::vector<uint32_t> &kept,
-                                     size_t *payload_bytes);
+std::vector<BatchTensor> FinishBatch(const BatchLayout& layout, uint8_t* base,
+                                     const std::vector<uint32_t>& kept,
+                                     size_t* payload_bytes);
 
-} // namespace stoker::service
+}  // namespace stoker::service
 
-#endif // STOKER_SERVER_SERVICE_BATCH_H_
+#endif  // STOKER_SERVER_SERVICE_BATCH_H_

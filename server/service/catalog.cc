@@ -61,10 +61,10 @@ std::vector<tensor::TensorSpec> Catalog::OutputsOf(
     auto bound = pipeline.Bind(InputSchema(ds->manifest()));
     if (!bound.ok()) continue;
     const std::vector<tensor::TensorSpec>& outputs = (*bound)->outputs();
-    const auto same = [](const std::vector<tensor::TensorSpec> &a,
-                         const std::vector<tensor::TensorSpec> &b) {
+    const auto same = [](const std::vector<tensor::TensorSpec>& a,
+                         const std::vector<tensor::TensorSpec>& b) {
       return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                        [](const auto &x, const auto &y) {
+                        [](const auto& x, const auto& y) {
                           return x.name == y.name && x.dtype == y.dtype &&
                                  x.shape == y.shape &&
                                  x.offsets_for == y.offsets_for &&
@@ -84,15 +84,15 @@ std::vector<pipeline::InputField> InputSchema(const dataset::Manifest& m) {
     pipeline::InputField field;
     field.name = f.name;
     switch (f.kind->passthrough(f)) {
-    case dataset::FieldKind::Passthrough::kDense:
-      field.passthrough = Passthrough::kDense;
-      break;
-    case dataset::FieldKind::Passthrough::kRaggedRows:
-      field.passthrough = Passthrough::kRaggedRows;
-      break;
-    case dataset::FieldKind::Passthrough::kRaggedBytes:
-      field.passthrough = Passthrough::kRaggedBytes;
-      break;
+      case dataset::FieldKind::Passthrough::kDense:
+        field.passthrough = Passthrough::kDense;
+        break;
+      case dataset::FieldKind::Passthrough::kRaggedRows:
+        field.passthrough = Passthrough::kRaggedRows;
+        break;
+      case dataset::FieldKind::Passthrough::kRaggedBytes:
+        field.passthrough = Passthrough::kRaggedBytes;
+        break;
     }
     field.spatial = f.kind->spatial();
     field.dtype = f.dtype;

@@ -67,17 +67,22 @@ struct Stream::Building {
 };
 
 Stream::Stream(Options options)
-    : spec_(std::move(options.spec)), catalog_(std::move(options.catalog)),
-      dataset_(options.dataset), pipeline_(std::move(options.pipeline)),
-      layout_(pipeline_->slots(), spec_.batch_size), pool_(options.pool),
-      group_(std::move(options.group)), on_corrupt_(options.on_corrupt),
+    : spec_(std::move(options.spec)),
+      catalog_(std::move(options.catalog)),
+      dataset_(options.dataset),
+      pipeline_(std::move(options.pipeline)),
+      layout_(pipeline_->slots(), spec_.batch_size),
+      pool_(options.pool),
+      group_(std::move(options.group)),
+      on_corrupt_(options.on_corrupt),
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
       end_(EndPosition(spec_, steps_per_epoch_)),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
-      sampler_(*std::move(options.sampler)), next_epoch_(spec_.start_epoch),
+      sampler_(*std::move(options.sampler)),
+      next_epoch_(spec_.start_epoch),
       next_step_(spec_.start_step) {}
 
 Stream::~Stream() {
@@ -190,13 +195,13 @@ void Stream::FinishSample(Building* batch) {
   NotifyReady();
 }
 
-void Stream::FinishBatchOf(Building *batch) {
+void Stream::FinishBatchOf(Building* batch) {
   ReadyBatch ready;
   ready.epoch = batch->epoch;
   ready.step = batch->step;
   std::vector<uint32_t> kept;
   for (uint32_t i = 0; i < batch->ids.size(); ++i) {
-    const absl::Status &error = batch->errors[i];
+    const absl::Status& error = batch->errors[i];
     if (error.ok()) {
       kept.push_back(i);
       ready.sample_ids.push_back(batch->ids[i]);
@@ -239,13 +244,11 @@ std::optional<ReadyBatch> Stream::TakeReady() {
     building_.erase(it);
     ++deliver_seq_;
   }
-  if (batch->abandoned)
-    return std::nullopt;
+  if (batch->abandoned) return std::nullopt;
   if (!batch->run_error.ok()) {
     // The caller is the transport, which checks Done() next: no callback.
     absl::MutexLock lock(&mu_);
-    if (status_.ok())
-      status_ = batch->run_error;
+    if (status_.ok()) status_ = batch->run_error;
     return std::nullopt;
   }
   ReadyBatch ready = *std::move(batch->delivered);

@@ -189,7 +189,7 @@ class Stream : public BatchSource,
   void CountDelivered(const ReadyBatch& ready);
   // On the worker that wrote the batch's last sample: decides which samples
   // are kept (or the error that ends the stream) and runs FinishBatch.
-  void FinishBatchOf(Building *batch);
+  void FinishBatchOf(Building* batch);
   bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.

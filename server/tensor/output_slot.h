@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-
 #include <utility>
 
 #include "server/tensor/tensor_spec.h"
@@ -24,9 +23,9 @@ struct OutputSlot {
 
   TensorSpec spec;
   Kind kind = Kind::kDense;
-  size_t max_sample_bytes = 0; // dense: spec.bytes(); offsets: 8.
-  size_t row_bytes = 1;        // kRagged: bytes of one row.
-  int values_slot = -1;        // kOffsets: the kRagged slot it counts.
+  size_t max_sample_bytes = 0;  // dense: spec.bytes(); offsets: 8.
+  size_t row_bytes = 1;         // kRagged: bytes of one row.
+  int values_slot = -1;         // kOffsets: the kRagged slot it counts.
 
   // A dense slot of `spec`.
   static OutputSlot Dense(TensorSpec spec) {
@@ -37,6 +36,6 @@ struct OutputSlot {
   }
 };
 
-} // namespace stoker::tensor
+}  // namespace stoker::tensor
 
-#endif // STOKER_SERVER_TENSOR_OUTPUT_SLOT_H_
+#endif  // STOKER_SERVER_TENSOR_OUTPUT_SLOT_H_

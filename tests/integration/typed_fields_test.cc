@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "stoker/client.h"
 #include "tests/testing/consume.h"
 #include "tests/testing/dataset_fixture.h"
 #include "tests/testing/test_server.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 
 namespace stoker {
 namespace {
@@ -29,7 +29,7 @@ using testing::kTokens;
 using testing::kWeight;
 
 constexpr int kSamples = 40;
-constexpr uint64_t kCorrupt = 7; // 35 tokens' worth of bytes: not empty.
+constexpr uint64_t kCorrupt = 7;  // 35 tokens' worth of bytes: not empty.
 
 const char kPipelines[] =
     "  raw:\n"
@@ -46,7 +46,7 @@ const char kPipelines[] =
     "    - drop_fields: [captoin]\n";
 
 class TypedFieldsTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override { Start(/*corrupt=*/false); }
 
   void Start(bool corrupt) {
@@ -72,16 +72,15 @@ protected:
   // Reads every batch of `pipeline` over `transport` and checks each
   // delivered sample against its record (tokens cut to `max_tokens`);
   // returns the stream's end status. Fills *ids and *skipped.
-  absl::Status CheckStream(const std::string &pipeline,
-                           const std::string &transport, size_t max_tokens,
-                           std::vector<uint64_t> *ids,
-                           std::vector<uint64_t> *skipped,
+  absl::Status CheckStream(const std::string& pipeline,
+                           const std::string& transport, size_t max_tokens,
+                           std::vector<uint64_t>* ids,
+                           std::vector<uint64_t>* skipped,
                            bool with_caption = true) {
     auto client = Client::Connect(server_->target());
     auto stream = client->OpenStream(
         testing::TestStream(pipeline, 8, /*seed=*/3, 1, transport));
-    if (!stream.ok())
-      return stream.status();
+    if (!stream.ok()) return stream.status();
     EXPECT_EQ((*stream)->info().transport, transport);
     Batch batch;
     absl::Status s;
@@ -95,23 +94,23 @@ protected:
     return s;
   }
 
-  void CheckBatch(const Batch &batch, size_t max_tokens, bool with_caption) {
+  void CheckBatch(const Batch& batch, size_t max_tokens, bool with_caption) {
     const size_t n = batch.sample_ids().size();
     absl::StatusOr<RaggedView> tokens = batch.FindRagged("tokens");
     ASSERT_TRUE(tokens.ok()) << tokens.status();
     EXPECT_EQ(tokens->values.dtype, DType::kInt32);
     EXPECT_FALSE(tokens->utf8);
     ASSERT_EQ(tokens->size(), n);
-    const TensorView *label = batch.Find("label");
-    const TensorView *score = batch.Find("score");
-    const TensorView *weight = batch.Find("weight");
+    const TensorView* label = batch.Find("label");
+    const TensorView* score = batch.Find("score");
+    const TensorView* weight = batch.Find("weight");
     ASSERT_NE(label, nullptr);
     ASSERT_NE(score, nullptr);
     ASSERT_NE(weight, nullptr);
     EXPECT_THAT(label->shape, ElementsAre(n));
     EXPECT_EQ(score->dtype, DType::kFloat32);
     EXPECT_EQ(weight->dtype, DType::kFloat64);
-    const TensorView *patch = batch.Find("patch");
+    const TensorView* patch = batch.Find("patch");
     absl::StatusOr<RaggedView> caption = batch.FindRagged("caption");
     if (with_caption) {
       ASSERT_NE(patch, nullptr);
@@ -123,23 +122,23 @@ protected:
       EXPECT_FALSE(caption.ok());
     }
     for (size_t k = 0; k < n; ++k) {
-      const std::vector<std::string> &r =
+      const std::vector<std::string>& r =
           samples_.records[batch.sample_ids()[k]];
       const std::string_view want_tokens =
           std::string_view(r[kTokens]).substr(0, max_tokens * 4);
       EXPECT_EQ(tokens->bytes(k), want_tokens) << "sample " << k;
       EXPECT_EQ(std::string_view(
-                    reinterpret_cast<const char *>(label->data) + 8 * k, 8),
+                    reinterpret_cast<const char*>(label->data) + 8 * k, 8),
                 r[kLabel]);
       EXPECT_EQ(std::string_view(
-                    reinterpret_cast<const char *>(score->data) + 4 * k, 4),
+                    reinterpret_cast<const char*>(score->data) + 4 * k, 4),
                 r[kScore]);
       EXPECT_EQ(std::string_view(
-                    reinterpret_cast<const char *>(weight->data) + 8 * k, 8),
+                    reinterpret_cast<const char*>(weight->data) + 8 * k, 8),
                 r[kWeight]);
       if (with_caption) {
         EXPECT_EQ(std::string_view(
-                      reinterpret_cast<const char *>(patch->data) + 6 * k, 6),
+                      reinterpret_cast<const char*>(patch->data) + 6 * k, 6),
                   r[kPatch]);
         EXPECT_EQ(caption->bytes(k), r[kCaption]);
       }
@@ -152,11 +151,10 @@ protected:
   std::unique_ptr<testing::TestServer> server_;
 };
 
-std::vector<uint64_t> AllIdsBut(const std::set<uint64_t> &left_out) {
+std::vector<uint64_t> AllIdsBut(const std::set<uint64_t>& left_out) {
   std::vector<uint64_t> ids;
   for (uint64_t i = 0; i < kSamples; ++i) {
-    if (left_out.count(i) == 0)
-      ids.push_back(i);
+    if (left_out.count(i) == 0) ids.push_back(i);
   }
   return ids;
 }
@@ -208,8 +206,7 @@ TEST_F(TypedFieldsTest, RaggedLimitTruncatesSkipsOrFails) {
   ids.clear();
   std::set<uint64_t> long_ones;
   for (uint64_t i = 0; i < kSamples; ++i) {
-    if ((5 * i) % 13 > 5)
-      long_ones.insert(i);
+    if ((5 * i) % 13 > 5) long_ones.insert(i);
   }
   EXPECT_TRUE(
       absl::IsOutOfRange(CheckStream("skip", "shm", 5, &ids, &skipped)));
@@ -245,5 +242,5 @@ TEST_F(TypedFieldsTest, AnImagePipelineRefusesADatasetWithoutAnImage) {
   EXPECT_THAT(s.message(), HasSubstr("needs an image field named 'image'"));
 }
 
-} // namespace
-} // namespace stoker
+}  // namespace
+}  // namespace stoker

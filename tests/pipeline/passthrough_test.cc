@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "server/pipeline/pipeline.h"
-#include "tests/pipeline/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/pipeline/pipeline.h"
+#include "tests/pipeline/status_matchers.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -28,8 +28,8 @@ OpConfig Op(std::string name, OpArgs args = {}, int line = 0) {
   return {std::move(name), std::move(args), line};
 }
 
-OpConfig Limit(const std::string &field, int64_t max_length,
-               const std::string &overflow) {
+OpConfig Limit(const std::string& field, int64_t max_length,
+               const std::string& overflow) {
   return Op(
       "ragged_limit",
       {{"field", field}, {"max_length", max_length}, {"overflow", overflow}});
@@ -52,13 +52,14 @@ InputField Text(std::string name, uint64_t max_length) {
   return field;
 }
 
-template <typename T> std::string Bytes(const std::vector<T> &values) {
-  return std::string(reinterpret_cast<const char *>(values.data()),
+template <typename T>
+std::string Bytes(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()),
                      values.size() * sizeof(T));
 }
 
-std::unique_ptr<BoundPipeline> MustBind(const std::vector<OpConfig> &ops,
-                                        const std::vector<InputField> &schema) {
+std::unique_ptr<BoundPipeline> MustBind(const std::vector<OpConfig>& ops,
+                                        const std::vector<InputField>& schema) {
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
       Pipeline::Create("p", ops);
   EXPECT_THAT(pipeline, IsOk());
@@ -70,23 +71,22 @@ std::unique_ptr<BoundPipeline> MustBind(const std::vector<OpConfig> &ops,
 
 // Runs `bound` on `record` into one buffer per slot of its room; returns the
 // buffers.
-absl::StatusOr<std::vector<std::string>>
-RunSample(const BoundPipeline &bound, const std::vector<std::string> &record) {
+absl::StatusOr<std::vector<std::string>> RunSample(
+    const BoundPipeline& bound, const std::vector<std::string>& record) {
   std::vector<std::string> out;
-  for (const OutputSlot &slot : bound.slots()) {
+  for (const OutputSlot& slot : bound.slots()) {
     out.emplace_back(slot.max_sample_bytes, '\xee');
   }
-  std::vector<uint8_t *> dst;
-  for (std::string &o : out)
-    dst.push_back(reinterpret_cast<uint8_t *>(o.data()));
+  std::vector<uint8_t*> dst;
+  for (std::string& o : out)
+    dst.push_back(reinterpret_cast<uint8_t*>(o.data()));
   const std::vector<std::string_view> fields(record.begin(), record.end());
   SampleRng rng(1, 2, 3);
-  if (absl::Status s = bound.Run(fields, rng, dst, nullptr); !s.ok())
-    return s;
+  if (absl::Status s = bound.Run(fields, rng, dst, nullptr); !s.ok()) return s;
   return out;
 }
 
-int64_t Count(const std::string &slot) {
+int64_t Count(const std::string& slot) {
   int64_t count = 0;
   std::memcpy(&count, slot.data(), 8);
   return count;
@@ -102,7 +102,7 @@ const std::vector<InputField> kDense = {
 TEST(PassthroughTest, DenseFieldsArriveAsTheirBytesWithTheirShapes) {
   const auto bound =
       MustBind({Op("drop_fields", {{"value", Names{"unused"}}})}, kDense);
-  const std::vector<tensor::TensorSpec> &out = bound->outputs();
+  const std::vector<tensor::TensorSpec>& out = bound->outputs();
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0].name, "score");
   EXPECT_EQ(out[0].dtype, DType::kFloat32);
@@ -131,21 +131,21 @@ TEST(PassthroughTest, ADenseValueOfTheWrongSizeIsDataLoss) {
 }
 
 TEST(PassthroughTest, RaggedFieldsGetValuesAndOffsetsSlots) {
-  const auto bound = MustBind({Limit("tokens", 3, "fail")},
-                              {Ragged("boxes", DType::kFloat32, {-1, 4}, 2),
-                               Ragged("tokens", DType::kInt32, {-1}, 100),
-                               Text("caption", 8)});
-  const std::vector<OutputSlot> &slots = bound->slots();
+  const auto bound = MustBind(
+      {Limit("tokens", 3, "fail")},
+      {Ragged("boxes", DType::kFloat32, {-1, 4}, 2),
+       Ragged("tokens", DType::kInt32, {-1}, 100), Text("caption", 8)});
+  const std::vector<OutputSlot>& slots = bound->slots();
   ASSERT_EQ(slots.size(), 6u);
   EXPECT_EQ(slots[0].kind, OutputSlot::Kind::kRagged);
   EXPECT_THAT(slots[0].spec.shape, ElementsAre(-1, 4));
   EXPECT_EQ(slots[0].row_bytes, 16u);
-  EXPECT_EQ(slots[0].max_sample_bytes, 32u); // The manifest's 2 rows.
+  EXPECT_EQ(slots[0].max_sample_bytes, 32u);  // The manifest's 2 rows.
   EXPECT_EQ(slots[1].kind, OutputSlot::Kind::kOffsets);
   EXPECT_EQ(slots[1].spec.name, "boxes.offsets");
   EXPECT_EQ(slots[1].spec.offsets_for, "boxes");
   EXPECT_EQ(slots[1].values_slot, 0);
-  EXPECT_EQ(slots[2].max_sample_bytes, 12u); // ragged_limit's 3 rows.
+  EXPECT_EQ(slots[2].max_sample_bytes, 12u);  // ragged_limit's 3 rows.
   EXPECT_TRUE(slots[4].spec.utf8);
   EXPECT_EQ(slots[4].max_sample_bytes, 8u);
   EXPECT_EQ(slots[5].spec.name, "caption.offsets");
@@ -247,11 +247,11 @@ TEST(PassthroughTest, APipelineWithoutDecodeTakesOnlyFieldsOps) {
                HasSubstr("a pipeline without decode_image passes its fields "
                          "through")));
   EXPECT_THAT(
-      Pipeline::Create("p", {Op("decode_image"),
-                             Op("drop_fields", {{"value", Names{}}}),
-                             Op("center_crop", {{"size", int64_t{8}}})}),
+      Pipeline::Create(
+          "p", {Op("decode_image"), Op("drop_fields", {{"value", Names{}}}),
+                Op("center_crop", {{"size", int64_t{8}}})}),
       IsOk());
 }
 
-} // namespace
-} // namespace stoker::pipeline
+}  // namespace
+}  // namespace stoker::pipeline

@@ -41,7 +41,7 @@ BatchLayout RaggedLayout(uint32_t batch_size) {
 }
 
 // Writes sample i of RaggedLayout: label 100 + i, `rows` tokens 10 * i + k.
-void WriteRaggedSample(const BatchLayout &layout, uint8_t *base, uint32_t i,
+void WriteRaggedSample(const BatchLayout& layout, uint8_t* base, uint32_t i,
                        int rows) {
   const int64_t label = 100 + i;
   std::memcpy(layout.SamplePtr(base, 0, i), &label, 8);
@@ -54,7 +54,7 @@ void WriteRaggedSample(const BatchLayout &layout, uint8_t *base, uint32_t i,
 }
 
 template <typename T>
-std::vector<T> Values(const uint8_t *base, const BatchTensor &t) {
+std::vector<T> Values(const uint8_t* base, const BatchTensor& t) {
   std::vector<T> out(t.length / sizeof(T));
   std::memcpy(out.data(), base + t.offset, t.length);
   return out;
@@ -63,7 +63,7 @@ std::vector<T> Values(const uint8_t *base, const BatchTensor &t) {
 TEST(BatchLayoutTest, TensorsAreAlignedAndBackToBack) {
   BatchLayout layout = TwoTensorLayout(4);
   EXPECT_EQ(layout.Offset(0), 0u);
-  EXPECT_EQ(layout.Offset(1), 64u); // 60 bytes of image, aligned up.
+  EXPECT_EQ(layout.Offset(1), 64u);  // 60 bytes of image, aligned up.
   EXPECT_EQ(layout.Capacity(), 64u + 32u);
 }
 
@@ -106,7 +106,7 @@ TEST(FinishBatchTest, KeepsTheListedDenseSamplesInOrder) {
   EXPECT_THAT(tensors[0].spec.shape, ElementsAre(2, 3, 5));
   EXPECT_EQ(tensors[1].offset, 64u);
   EXPECT_EQ(bytes, 64u + 16u);
-  const uint8_t *image = buffer.data() + tensors[0].offset;
+  const uint8_t* image = buffer.data() + tensors[0].offset;
   EXPECT_EQ(image[0], 11);
   EXPECT_EQ(image[14], 11);
   EXPECT_EQ(image[15], 13);
@@ -131,7 +131,7 @@ TEST(FinishBatchTest, PacksRaggedValuesAndWritesPrefixSums) {
               ElementsAre(0, 1, 20, 21, 22, 23));
   EXPECT_EQ(t[2].spec.offsets_for, "tokens");
   EXPECT_THAT(t[2].spec.shape, ElementsAre(4));
-  EXPECT_EQ(t[2].offset, 128u); // 24 bytes of tokens, aligned up.
+  EXPECT_EQ(t[2].offset, 128u);  // 24 bytes of tokens, aligned up.
   EXPECT_THAT(Values<int64_t>(buffer.data(), t[2]), ElementsAre(0, 2, 2, 6));
   EXPECT_EQ(bytes, 128u + 32u);
 }
@@ -164,5 +164,5 @@ TEST(FinishBatchTest, AnEmptyBatchHasOneOffset) {
   EXPECT_THAT(Values<int64_t>(buffer.data(), t[2]), ElementsAre(0));
 }
 
-} // namespace
-} // namespace stoker::service
+}  // namespace
+}  // namespace stoker::service

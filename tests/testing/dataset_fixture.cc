@@ -23,7 +23,7 @@ namespace stoker::testing {
 namespace fs = std::filesystem;
 
 ScopedTempDir::ScopedTempDir() {
-  const char *base = getenv("TMPDIR");
+  const char* base = getenv("TMPDIR");
   std::string templ = absl::StrCat(
       base != nullptr && *base != '\0' ? base : "/tmp", "/stoker-test-XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) {
@@ -37,18 +37,17 @@ ScopedTempDir::~ScopedTempDir() {
   fs::remove_all(path_, ignored);
 }
 
-absl::Status WriteTestFile(const std::string &path, std::string_view bytes) {
+absl::Status WriteTestFile(const std::string& path, std::string_view bytes) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), bytes.size());
   out.close();
-  if (!out)
-    return absl::InternalError(absl::StrCat("cannot write ", path));
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> MakeTestDataset(const std::string &parent_dir,
+absl::StatusOr<std::string> MakeTestDataset(const std::string& parent_dir,
                                             int num_samples, int num_classes,
                                             int shards, uint32_t seed) {
   const std::string src = absl::StrCat(parent_dir, "/images-", seed);
@@ -72,32 +71,27 @@ absl::StatusOr<std::string> MakeTestDataset(const std::string &parent_dir,
   options.threads = 2;
   options.on_error = dataset::OnError::kFail;
   absl::StatusOr<dataset::PackReport> report = dataset::Pack(options);
-  if (!report.ok())
-    return report.status();
+  if (!report.ok()) return report.status();
   return options.dst;
 }
 
-absl::Status
-WriteTypedDataset(const std::string &dir,
-                  const std::vector<dataset::FieldSpec> &schema,
-                  const std::vector<std::vector<std::string>> &records) {
+absl::Status WriteTypedDataset(
+    const std::string& dir, const std::vector<dataset::FieldSpec>& schema,
+    const std::vector<std::vector<std::string>>& records) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec)
-    return absl::InternalError(absl::StrCat("cannot create ", dir));
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir));
   const std::string file = "shard-00000.lmdb";
   const std::string path = absl::StrCat(dir, "/", file);
   size_t bytes = 0;
-  for (const auto &r : records) {
-    for (const std::string &v : r)
-      bytes += v.size() + 4096;
+  for (const auto& r : records) {
+    for (const std::string& v : r) bytes += v.size() + 4096;
   }
   {
     absl::StatusOr<dataset::EnvPtr> env =
         dataset::CreateShardForWrite(path, ((2 * bytes >> 20) + 2) << 20);
-    if (!env.ok())
-      return env.status();
-    MDB_txn *txn = nullptr;
+    if (!env.ok()) return env.status();
+    MDB_txn* txn = nullptr;
     MDB_dbi dbi = 0;
     if (int rc = mdb_txn_begin(env->get(), nullptr, 0, &txn); rc != 0) {
       return dataset::LmdbError(rc, path);
@@ -125,17 +119,17 @@ WriteTypedDataset(const std::string &dir,
   m.num_samples = records.size();
   m.fields = schema;
   m.shards = {{file, 0, records.size(), fs::file_size(path, ec)}};
-  if (ec)
-    return absl::InternalError(absl::StrCat("cannot stat ", path));
+  if (ec) return absl::InternalError(absl::StrCat("cannot stat ", path));
   return WriteTestFile(absl::StrCat(dir, "/", dataset::kManifestFile),
                        dataset::SerializeManifest(m));
 }
 
 namespace {
 
-template <typename T> std::string LittleEndian(const std::vector<T> &values) {
+template <typename T>
+std::string LittleEndian(const std::vector<T>& values) {
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
-  return std::string(reinterpret_cast<const char *>(values.data()),
+  return std::string(reinterpret_cast<const char*>(values.data()),
                      values.size() * sizeof(T));
 }
 
@@ -145,7 +139,7 @@ dataset::FieldSpec Must(absl::StatusOr<dataset::FieldSpec> spec) {
   return *std::move(spec);
 }
 
-} // namespace
+}  // namespace
 
 TypedSamples MakeTypedSamples(int num_samples) {
   using tensor::DType;
@@ -163,8 +157,7 @@ TypedSamples MakeTypedSamples(int num_samples) {
       tokens[j] = static_cast<int32_t>(1000 * i + j);
     }
     std::vector<uint8_t> patch(6);
-    for (size_t j = 0; j < patch.size(); ++j)
-      patch[j] = uint8_t(i + j);
+    for (size_t j = 0; j < patch.size(); ++j) patch[j] = uint8_t(i + j);
     const std::string caption =
         absl::StrCat("caption \xc3\xa9", std::string(i % 7, 'a' + i % 26));
     longest_tokens = std::max<uint64_t>(longest_tokens, tokens.size());
@@ -180,24 +173,23 @@ TypedSamples MakeTypedSamples(int num_samples) {
   return out;
 }
 
-absl::Status CorruptRecordOnDisk(const std::string &dataset_dir, uint64_t id) {
+absl::Status CorruptRecordOnDisk(const std::string& dataset_dir, uint64_t id) {
   absl::StatusOr<std::unique_ptr<dataset::Dataset>> ds =
       dataset::Dataset::Open("corrupt", dataset_dir);
-  if (!ds.ok())
-    return ds.status();
+  if (!ds.ok()) return ds.status();
   std::string field;
   if (absl::Status s = (*ds)->Read(id,
-                                   [&](const dataset::RecordView &r) {
+                                   [&](const dataset::RecordView& r) {
                                      field = std::string(r.fields[0]);
                                      return absl::OkStatus();
                                    });
       !s.ok()) {
     return s;
   }
-  const auto &shards = (*ds)->manifest().shards;
+  const auto& shards = (*ds)->manifest().shards;
   const auto shard = std::find_if(
       shards.rbegin(), shards.rend(),
-      [&](const dataset::ShardInfo &info) { return info.first_id <= id; });
+      [&](const dataset::ShardInfo& info) { return info.first_id <= id; });
   const std::string path = absl::StrCat(dataset_dir, "/", shard->file);
   ds->reset();
   std::string bytes;
@@ -214,4 +206,4 @@ absl::Status CorruptRecordOnDisk(const std::string &dataset_dir, uint64_t id) {
   return WriteTestFile(path, bytes);
 }
 
-} // namespace stoker::testing
+}  // namespace stoker::testing

@@ -64,7 +64,7 @@ struct TensorView {
   size_t size = 0;  // Bytes.
   // On the offsets tensor of a ragged field: the name of its values.
   std::string offsets_for;
-  bool utf8 = false; // On the values of a str field.
+  bool utf8 = false;  // On the values of a str field.
 };
 
 // A ragged field of a batch (a variable-length array, bytes, str): its
@@ -74,7 +74,7 @@ struct TensorView {
 struct RaggedView {
   TensorView values;
   TensorView offsets;
-  bool utf8 = false; // A str field: the values are UTF-8 text.
+  bool utf8 = false;  // A str field: the values are UTF-8 text.
 
   size_t size() const {
     return offsets.shape.empty() ? 0 : offsets.shape[0] - 1;
@@ -88,7 +88,7 @@ struct RaggedView {
   // Sample k's values as bytes (a str's text).
   std::string_view bytes(size_t k) const;
 
-private:
+ private:
   int64_t Offset(size_t k) const;
 };
 
@@ -114,7 +114,7 @@ class Batch {
   const TensorView* Find(const std::string& name) const;
   // The ragged field `name` (its values and "<name>.offsets"); NotFound
   // when the batch has no ragged field of that name.
-  absl::StatusOr<RaggedView> FindRagged(const std::string &name) const;
+  absl::StatusOr<RaggedView> FindRagged(const std::string& name) const;
   // Built once by a shared run and delivered to more than one stream.
   bool shared() const { return shared_; }
 
