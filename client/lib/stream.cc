@@ -314,9 +314,13 @@ absl::Status Stream::Next(Batch* batch) {
               b.step(), " lies outside its batch"));
         }
         batch->tensors_.push_back(
-            TensorView{t.name(), FromProto(t.dtype()),
+            TensorView{t.name(),
+                       FromProto(t.dtype()),
                        {t.shape().begin(), t.shape().end()},
-                       base + t.offset(), t.length()});
+                       base + t.offset(),
+                       t.length(),
+                       t.offsets_for(),
+                       t.utf8()});
       }
       batch->message_ = std::move(message);
       return absl::OkStatus();

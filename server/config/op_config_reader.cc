@@ -115,6 +115,16 @@ std::optional<ArgValue> ReadTypedValue(const ArgSpec& spec,
     }
     case ArgType::kFloatOrPair:
       return ReadOneOrPair(spec, node, mark, what, diag, ParseNumber);
+    case ArgType::kStringList: {
+      if (!node.IsSequence()) return mismatch(mark, node);
+      std::vector<std::string> values;
+      for (const YAML::Node& element : node) {
+        if (!element.IsScalar())
+          return mismatch(MarkOf(element, mark), element);
+        values.push_back(element.Scalar());
+      }
+      return values;
+    }
   }
   return mismatch(mark, node);
 }
@@ -295,6 +305,8 @@ std::string ArgTypeExpectation(pipeline::ArgType type) {
       return "an integer or a pair [height, width]";
     case ArgType::kFloatOrPair:
       return "a number or a pair [lo, hi]";
+    case ArgType::kStringList:
+      return "a list of names like [caption, boxes]";
   }
   return "a value";
 }
@@ -306,6 +318,9 @@ std::string FormatArgValue(const pipeline::ArgValue& value) {
     std::string operator()(double v) const { return absl::StrCat(v); }
     std::string operator()(const std::string& v) const { return v; }
     std::string operator()(const std::vector<double>& v) const {
+      return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+    }
+    std::string operator()(const std::vector<std::string>& v) const {
       return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
     }
   };

@@ -24,9 +24,9 @@ std::string_view OpKindName(OpKind kind) {
 
 OpKind KindOf(const AnyOp& op) {
   // Indexed by the alternatives of AnyOp, in order.
-  static constexpr OpKind kKinds[] = {OpKind::kDecode, OpKind::kGeometry,
-                                      OpKind::kPixel, OpKind::kFormat,
-                                      OpKind::kTensor};
+  static constexpr OpKind kKinds[] = {OpKind::kDecode,   OpKind::kFields,
+                                      OpKind::kGeometry, OpKind::kPixel,
+                                      OpKind::kFormat,   OpKind::kTensor};
   static_assert(std::size(kKinds) == std::variant_size_v<AnyOp>);
   return kKinds[op.index()];
 }

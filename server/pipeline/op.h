@@ -4,6 +4,9 @@
 // A sample runs its ops kind by kind, in config order:
 //   decode    decode_image: which record field holds the image. The
 //             pipeline reads that image's header; no pixel is decoded yet.
+//   fields    drop_fields, ragged_limit: which of the fields no op binds
+//             pass through to the batch, and how much room a ragged one
+//             gets (passthrough.h). Used when the pipeline is bound.
 //   geometry  crop, resize, flip: edit the sample's View (image_plan.h), a
 //             plan shared by its spatial fields. Still nothing is decoded.
 //   pixel     colour and the like: work in place on the rendered image,
@@ -23,10 +26,12 @@
 #ifndef STOKER_SERVER_PIPELINE_OP_H_
 #define STOKER_SERVER_PIPELINE_OP_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/pipeline/image_buffer.h"
@@ -70,6 +75,22 @@ struct SizeEffect {
 // image.
 struct DecodeSpec {
   std::string field;
+};
+
+// What a ragged field whose value is longer than its ragged_limit does.
+enum class RaggedOverflow {
+  kFail,      // The stream fails (ResourceExhausted).
+  kSkip,      // The sample is left out, as a skipped corrupt one.
+  kTruncate,  // The first max_length rows (or bytes) are kept.
+};
+
+// A fields op: fields to leave out of the batch (drop_fields), or the slot
+// size of one ragged field (ragged_limit; `limit_field` empty otherwise).
+struct FieldSelection {
+  std::vector<std::string> drop;
+  std::string limit_field;
+  uint64_t max_length = 0;
+  RaggedOverflow overflow = RaggedOverflow::kFail;
 };
 
 class GeometryOp {
@@ -141,9 +162,10 @@ class TensorOp {
 
 // What an op's factory builds. The order of the alternatives is the order
 // of their kinds in a pipeline.
-using AnyOp = std::variant<DecodeSpec, std::unique_ptr<GeometryOp>,
-                           std::unique_ptr<PixelOp>, std::unique_ptr<FormatOp>,
-                           std::unique_ptr<TensorOp>>;
+using AnyOp =
+    std::variant<DecodeSpec, FieldSelection, std::unique_ptr<GeometryOp>,
+                 std::unique_ptr<PixelOp>, std::unique_ptr<FormatOp>,
+                 std::unique_ptr<TensorOp>>;
 
 // The kind of op `op` holds.
 OpKind KindOf(const AnyOp& op);

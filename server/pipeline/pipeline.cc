@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "server/pipeline/decoders/decoder_set.h"
+#include "server/pipeline/passthrough.h"
 #include "server/pipeline/sample_state.h"
 
 namespace stoker::pipeline {
@@ -31,6 +32,7 @@ struct PipelineSteps {
   };
 
   std::vector<DecodeSpec> decodes;
+  std::vector<BoundSelection> selections;  // Used by Bind, not per sample.
   std::vector<std::unique_ptr<GeometryOp>> geometry;
   std::vector<Bound<PixelOp>> pixel;
   std::vector<Bound<TensorOp>> tensor;
@@ -82,12 +84,18 @@ absl::string_view KindPhrase(OpKind kind) {
 
 // Why an op of `kind` cannot follow one of `previous` at `index`, or empty
 // if it can.
-std::string OrderProblem(size_t index, OpKind kind, OpKind previous) {
-  if (index == 0 && kind != OpKind::kDecode) {
-    return "out of order: the first op must be decode_image";
+std::string OrderProblem(size_t index, OpKind kind, OpKind previous,
+                         bool decoded) {
+  if (index == 0 && kind != OpKind::kDecode && kind != OpKind::kFields) {
+    return "out of order: the first op must be decode_image (or, for a "
+           "pipeline that decodes nothing, drop_fields or ragged_limit)";
   }
   if (index > 0 && kind == OpKind::kDecode) {
     return "out of order: decode_image must be the first op, and only once";
+  }
+  if (!decoded && kind > OpKind::kFields) {
+    return "out of order: a pipeline without decode_image passes its fields "
+           "through and takes only drop_fields and ragged_limit";
   }
   if (kind >= previous) return "";
   absl::string_view why;
@@ -119,19 +127,52 @@ std::optional<size_t> FailedOpIndex(const absl::Status& status) {
   return index;
 }
 
+namespace {
+
+std::vector<tensor::TensorSpec> SpecsOf(
+    const std::vector<tensor::OutputSlot>& slots) {
+  std::vector<tensor::TensorSpec> specs;
+  for (const tensor::OutputSlot& slot : slots) specs.push_back(slot.spec);
+  return specs;
+}
+
+}  // namespace
+
+InputField InputField::Image(std::string name, uint64_t max_length) {
+  InputField field;
+  field.name = std::move(name);
+  field.passthrough = Passthrough::kRaggedBytes;
+  field.spatial = true;
+  field.shape = {-1};
+  field.max_length = max_length;
+  return field;
+}
+
+InputField InputField::Dense(std::string name, tensor::DType dtype,
+                             std::vector<int64_t> shape) {
+  InputField field;
+  field.name = std::move(name);
+  field.dtype = dtype;
+  field.shape = std::move(shape);
+  return field;
+}
+
 BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
                              const OutputFormat& format,
                              int64_t max_decode_pixels, size_t num_fields,
                              std::vector<size_t> image_fields,
-                             std::vector<size_t> int64_fields,
-                             std::vector<tensor::TensorSpec> outputs)
+                             std::vector<PassthroughField> passthrough,
+                             std::vector<tensor::OutputSlot> slots)
     : steps_(std::move(steps)),
       converter_(format),
       max_decode_pixels_(max_decode_pixels),
       num_fields_(num_fields),
       image_fields_(std::move(image_fields)),
-      int64_fields_(std::move(int64_fields)),
-      outputs_(std::move(outputs)) {}
+      passthrough_(std::move(passthrough)),
+      slots_(std::move(slots)),
+      outputs_(SpecsOf(slots_)) {}
+
+BoundPipeline::~BoundPipeline() = default;
 
 absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
                                 SampleRng& rng, absl::Span<uint8_t* const> dst,
@@ -205,23 +246,13 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
     if (times != nullptr) times->augment_ns += NowNs() - tensor_ns;
   }
 
-  const int64_t labels_ns = times != nullptr ? NowNs() : 0;
-  for (size_t i = 0; i < int64_fields_.size(); ++i) {
-    const std::string_view field = fields[int64_fields_[i]];
-    const size_t output = num_images + i;
-    if (field.size() != sizeof(int64_t)) {
-      return absl::DataLossError(absl::StrCat("int64 field '",
-                                              outputs_[output].name, "' has ",
-                                              field.size(), " bytes, not 8"));
+  if (!passthrough_.empty()) {
+    const int64_t collate_ns = times != nullptr ? NowNs() : 0;
+    if (absl::Status s = CopyPassthrough(passthrough_, fields, dst); !s.ok()) {
+      return s;
     }
-    // Little-endian in the record; native order in the output tensor.
-    uint64_t value = 0;
-    for (int b = 7; b >= 0; --b) {
-      value = (value << 8) | static_cast<uint8_t>(field[b]);
-    }
-    std::memcpy(dst[output], &value, sizeof(value));
+    if (times != nullptr) times->collate_ns += NowNs() - collate_ns;
   }
-  if (times != nullptr) times->collate_ns += NowNs() - labels_ns;
   return absl::OkStatus();
 }
 
@@ -276,7 +307,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
                                   std::string(OpKindName(kind)), " op"),
                      absl::StatusCode::kInternal);
     }
-    if (const std::string problem = OrderProblem(i, kind, previous);
+    if (const std::string problem =
+            OrderProblem(i, kind, previous, !steps->decodes.empty());
         !problem.empty()) {
       return OpError(i, absl::StrCat(context, problem));
     }
@@ -298,6 +330,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
           if constexpr (std::is_same_v<T, DecodeSpec>) {
             size = {SizeEffect::kVaries};
             steps->decodes.push_back(std::move(alternative));
+          } else if constexpr (std::is_same_v<T, FieldSelection>) {
+            steps->selections.push_back({std::move(alternative), context});
           } else if constexpr (std::is_same_v<T, std::unique_ptr<GeometryOp>>) {
             const SizeEffect effect = alternative->size_effect();
             if (effect.kind != SizeEffect::kKeeps) size = effect;
@@ -319,7 +353,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     }
     op_names.push_back(config.name);
   }
-  if (size.kind != SizeEffect::kFixes) {
+  if (!steps->decodes.empty() && size.kind != SizeEffect::kFixes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pipeline '", name,
         "': the output size is not fixed; end the geometry ops with "
@@ -337,33 +371,41 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
 absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     absl::Span<const InputField> schema) const {
   std::vector<size_t> image_fields;
-  std::vector<tensor::TensorSpec> outputs;
+  std::vector<bool> bound(schema.size(), false);
+  std::vector<tensor::OutputSlot> slots;
   for (const DecodeSpec& decode : steps_->decodes) {
     size_t index = schema.size();
     for (size_t i = 0; i < schema.size(); ++i) {
-      if (!schema[i].is_int64 && schema[i].name == decode.field) index = i;
+      // An image, or a bytes field of a dataset packed before kinds said
+      // which bytes are images.
+      const bool encoded =
+          schema[i].spatial ||
+          (schema[i].passthrough == InputField::Passthrough::kRaggedBytes &&
+           !schema[i].utf8);
+      if (encoded && schema[i].name == decode.field) index = i;
     }
     if (index == schema.size()) {
       std::vector<absl::string_view> names;
       for (const InputField& field : schema) names.push_back(field.name);
       return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline '", name_, "' needs a bytes field named '", decode.field,
+          "pipeline '", name_, "' needs an image field named '", decode.field,
           "'; the dataset has: ", absl::StrJoin(names, ", ")));
     }
     image_fields.push_back(index);
-    outputs.push_back({decode.field, format_.dtype,
-                       ImageShape(format_, out_height_, out_width_)});
+    bound[index] = true;
+    slots.push_back(tensor::OutputSlot::Dense(
+        {decode.field, format_.dtype,
+         ImageShape(format_, out_height_, out_width_)}));
   }
-  std::vector<size_t> int64_fields;
-  for (size_t i = 0; i < schema.size(); ++i) {
-    if (schema[i].is_int64) {
-      int64_fields.push_back(i);
-      outputs.push_back({schema[i].name, tensor::DType::kInt64, {}});
-    }
+  std::vector<PassthroughField> passthrough;
+  if (absl::Status s = BindPassthrough(schema, bound, steps_->selections,
+                                       &slots, &passthrough);
+      !s.ok()) {
+    return s;
   }
   return absl::WrapUnique(new BoundPipeline(
       steps_, format_, max_decode_pixels_, schema.size(),
-      std::move(image_fields), std::move(int64_fields), std::move(outputs)));
+      std::move(image_fields), std::move(passthrough), std::move(slots)));
 }
 
 }  // namespace stoker::pipeline

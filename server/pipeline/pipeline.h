@@ -5,9 +5,10 @@
 // Per sample, Run reads the image's header, hands the geometry ops the
 // sample's View and generator, renders the view once (image_plan.h), runs
 // the pixel ops on the rendered image, writes it into the caller's buffer,
-// runs the tensor ops there, and copies each int64 field (a label) after
-// it. Format ops (normalize, layout) do not depend on the sample; Create
-// resolves them once (op.h has the kinds of op).
+// runs the tensor ops there, and copies every field that no op binds (a
+// label, a token array, a caption) into its slot after it: the pass-through
+// (passthrough.h). Format ops (normalize, layout) do not depend on the
+// sample; Create resolves them once (op.h has the kinds of op).
 //
 // The rendered image lives where it costs no copy (docs/pipeline-design.md
 // §2.2): for a uint8 HWC output it is rendered straight into the caller's
@@ -18,8 +19,9 @@
 // Example config and outputs:
 //   train: [decode_jpeg, {random_resized_crop: {size: 224}}, random_flip,
 //           {normalize: {mean: [...], std: [...]}}, {layout: chw}]
-//   schema (image: bytes, label: int64) -> outputs
-//   image float32 [3, 224, 224], label int64 [].
+//   schema (image: image, label: int64, tokens: ndarray int32 [-1])
+//   -> outputs image float32 [3, 224, 224], label int64 [],
+//      tokens int32 [-1] (ragged values), tokens.offsets int64.
 //
 // Thread-safety: Pipeline and BoundPipeline are immutable after creation;
 // Bind and Run may be called from many threads at once.
@@ -42,12 +44,15 @@
 #include "server/pipeline/pixel_convert.h"
 #include "server/pipeline/registry.h"
 #include "server/pipeline/sample_rng.h"
+#include "server/tensor/output_slot.h"
 #include "server/tensor/tensor_spec.h"
 
 namespace stoker::pipeline {
 
 // The ops of a created pipeline, sorted by kind (pipeline.cc).
 struct PipelineSteps;
+// One field a bound pipeline copies into the batch (passthrough.h).
+struct PassthroughField;
 
 // The Status payload, under this type URL, that Pipeline::Create puts on an
 // error caused by one op: the op's index in the config, in decimal.
@@ -64,25 +69,49 @@ struct OpConfig {
   int line = 0;
 };
 
-// One field of a dataset's records, in record order. Non-int64 fields are
-// bytes. An int64 field holds 8 bytes, little-endian.
+// One field of a dataset's records, in record order, as the pipeline layer
+// sees it; service::InputSchema converts a manifest's fields, so that
+// pipeline/ never sees dataset/. Every value is little-endian.
 struct InputField {
+  // How the field reaches the batch when no op binds it: one tensor of
+  // `shape` (scalars: {}), or ragged values + offsets, counted in rows of
+  // prod(shape[1:]) elements (ndarray) or in bytes (image, bytes, str).
+  enum class Passthrough { kDense, kRaggedRows, kRaggedBytes };
+
   std::string name;
-  bool is_int64 = false;
+  Passthrough passthrough = Passthrough::kDense;
+  bool spatial = false;  // An encoded image: decode_image may bind it.
+  tensor::DType dtype = tensor::DType::kUint8;
+  std::vector<int64_t> shape;  // Ragged: {-1, trailing...}.
+  uint64_t max_length = 0;     // Ragged: the manifest's; 0 unknown.
+  bool utf8 = false;           // A str field.
+
+  // An encoded image field (uint8 {-1}), as a v1 dataset's `image`.
+  static InputField Image(std::string name, uint64_t max_length = 0);
+  // A dense field: a scalar (shape {}) or a fixed-shape array.
+  static InputField Dense(std::string name, tensor::DType dtype,
+                          std::vector<int64_t> shape = {});
 };
 
 class BoundPipeline {
  public:
-  // Per sample: the decoded image ("image" unless decode_image names
-  // another field), then each int64 field of the schema in order (shape
-  // {}).
+  ~BoundPipeline();
+
+  // Per sample: each decoded image ("image" unless decode_image names
+  // another field), then each pass-through field in schema order (ragged
+  // ones as values, then "<name>.offsets").
   const std::vector<tensor::TensorSpec>& outputs() const { return outputs_; }
+  // The outputs with what each takes in a batch (service::BatchLayout).
+  const std::vector<tensor::OutputSlot>& slots() const { return slots_; }
 
   // Turns one record's `fields` (in schema order) into the outputs: output
-  // i goes to dst[i], which has outputs()[i].bytes() bytes and is aligned
-  // for its dtype. Adds stage times to *times when not null.
-  // DataLoss for an undecodable image or an int64 field of the wrong size;
-  // InvalidArgument for a wrong number of fields or buffers.
+  // i goes to dst[i], which is aligned for its dtype and has room for
+  // slots()[i].max_sample_bytes (an offsets slot: one int64, which Run
+  // sets to the sample's rows or bytes). Adds stage times to *times when
+  // not null. DataLoss for an undecodable image or a field of the wrong
+  // size; for a ragged value over its ragged_limit, as the limit's
+  // overflow says (see RaggedOverflowOf); InvalidArgument for a wrong
+  // number of fields or buffers.
   absl::Status Run(absl::Span<const std::string_view> fields, SampleRng& rng,
                    absl::Span<uint8_t* const> dst, StageTimes* times) const;
 
@@ -92,8 +121,8 @@ class BoundPipeline {
   BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
                 const OutputFormat& format, int64_t max_decode_pixels,
                 size_t num_fields, std::vector<size_t> image_fields,
-                std::vector<size_t> int64_fields,
-                std::vector<tensor::TensorSpec> outputs);
+                std::vector<PassthroughField> passthrough,
+                std::vector<tensor::OutputSlot> slots);
 
   // Shared with the Pipeline, so that a bound pipeline stays valid when
   // the config that made it is reloaded and the Pipeline destroyed.
@@ -103,7 +132,8 @@ class BoundPipeline {
   const size_t num_fields_;
   // The record field of each decoded image, in decode op order.
   const std::vector<size_t> image_fields_;
-  const std::vector<size_t> int64_fields_;
+  const std::vector<PassthroughField> passthrough_;
+  const std::vector<tensor::OutputSlot> slots_;
   const std::vector<tensor::TensorSpec> outputs_;
 };
 
@@ -112,7 +142,9 @@ class Pipeline {
   // Builds the ops named in `ops` from OpRegistry::Global(). InvalidArgument
   // naming the pipeline, the op, its index and its line (when > 0) for an
   // unknown op, bad arguments, an op out of order (decode_image first, then
-  // geometry, pixel, format (normalize, layout) and tensor ops), a pixel or
+  // fields ops (drop_fields, ragged_limit), geometry, pixel, format
+  // (normalize, layout) and tensor ops; a pipeline of fields ops alone
+  // decodes nothing and passes every field through), a pixel or
   // tensor op bound to a field no decode op decodes, or an output size that
   // is not fixed (the geometry ops must end with random_resized_crop,
   // center_crop or resize [h, w]). An image over `max_decode_pixels` (width x
@@ -126,14 +158,22 @@ class Pipeline {
   const std::string& name() const { return name_; }
   std::vector<std::string> op_names() const { return op_names_; }
 
-  // The image output's format and size.
+  // The image output's format and size (0 x 0 without a decode op).
   const OutputFormat& format() const { return format_; }
   int out_height() const { return out_height_; }
   int out_width() const { return out_width_; }
 
-  // Applies the pipeline to records of `schema`; the image is the bytes
-  // field that decode_image names ("image" by default). InvalidArgument
-  // when there is none.
+  // Applies the pipeline to records of `schema`; the image is the spatial
+  // field that decode_image names ("image" by default); every other field
+  // passes through unless drop_fields names it. InvalidArgument, naming the
+  // op and its line, when there is no such image, drop_fields or
+  // ragged_limit names a field the schema lacks (or, for ragged_limit, one
+  // that is not ragged), or a ragged field has neither a ragged_limit nor a
+  // max_length in the schema.
+  //
+  // A ragged field's slot holds ragged_limit's max_length if given, else
+  // the schema's. Only ragged_limit's overflow applies to longer values:
+  // the dataset's reader already refuses a value over the manifest's.
   absl::StatusOr<std::unique_ptr<BoundPipeline>> Bind(
       absl::Span<const InputField> schema) const;
 

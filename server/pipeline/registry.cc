@@ -38,6 +38,11 @@ absl::StatusOr<ArgValue> Canonical(ArgType type, const ArgValue& value) {
     case ArgType::kFloatList:
       if (std::holds_alternative<std::vector<double>>(value)) return value;
       return mismatch();
+    case ArgType::kStringList:
+      if (std::holds_alternative<std::vector<std::string>>(value)) {
+        return value;
+      }
+      return mismatch();
     case ArgType::kIntOrPair: {
       if (const auto* i = std::get_if<int64_t>(&value)) {
         return ArgValue(std::vector<double>{static_cast<double>(*i)});
@@ -158,6 +163,8 @@ std::string_view ArgTypeName(ArgType type) {
       return "int or [h, w]";
     case ArgType::kFloatOrPair:
       return "float or [lo, hi]";
+    case ArgType::kStringList:
+      return "string list";
   }
   return "unknown";
 }

@@ -33,8 +33,8 @@
 
 namespace stoker::pipeline {
 
-using ArgValue =
-    std::variant<bool, int64_t, double, std::string, std::vector<double>>;
+using ArgValue = std::variant<bool, int64_t, double, std::string,
+                              std::vector<double>, std::vector<std::string>>;
 
 enum class ArgType {
   kBool,
@@ -44,10 +44,11 @@ enum class ArgType {
   kFloatList,    // Ints in the list are stored as doubles.
   kIntOrPair,    // n or [h, w]; stored as a vector<double> of 1 or 2 values.
   kFloatOrPair,  // x or [lo, hi]; stored as a vector<double> of 1 or 2.
+  kStringList,   // [a, b]; stored as a vector<std::string>.
 };
 
 // "bool", "int", "float", "string", "float list", "int or [h, w]",
-// "float or [lo, hi]".
+// "float or [lo, hi]", "string list".
 std::string_view ArgTypeName(ArgType type);
 
 struct ArgSpec {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace stoker::service {
 namespace {
@@ -30,20 +31,51 @@ std::unique_ptr<BatchBuffer> ReclaimBuffer(
   return buffer;
 }
 
-BatchLayout::BatchLayout(std::vector<tensor::TensorSpec> per_sample,
-                         uint32_t batch_size)
-    : specs_(std::move(per_sample)), batch_size_(batch_size) {}
+namespace {
 
-size_t BatchLayout::Offset(size_t t, uint32_t n) const {
-  size_t offset = 0;
-  for (size_t i = 0; i < t; ++i) offset = AlignUp(offset + SampleBytes(i) * n);
-  return offset;
+std::vector<tensor::OutputSlot> DenseSlots(
+    const std::vector<tensor::TensorSpec>& specs) {
+  std::vector<tensor::OutputSlot> slots;
+  for (const tensor::TensorSpec& spec : specs) {
+    slots.push_back(tensor::OutputSlot::Dense(spec));
+  }
+  return slots;
 }
 
-size_t BatchLayout::Bytes(uint32_t n) const {
-  if (specs_.empty()) return 0;
-  const size_t last = specs_.size() - 1;
-  return Offset(last, n) + SampleBytes(last) * n;
+std::vector<tensor::TensorSpec> SpecsOf(
+    const std::vector<tensor::OutputSlot>& slots) {
+  std::vector<tensor::TensorSpec> specs;
+  for (const tensor::OutputSlot& slot : slots) specs.push_back(slot.spec);
+  return specs;
+}
+
+}  // namespace
+
+BatchLayout::BatchLayout(std::vector<tensor::OutputSlot> slots,
+                         uint32_t batch_size)
+    : slots_(std::move(slots)),
+      specs_(SpecsOf(slots_)),
+      batch_size_(batch_size) {
+  size_t offset = 0;
+  for (size_t t = 0; t < slots_.size(); ++t) {
+    offset = AlignUp(offset);
+    offsets_.push_back(offset);
+    offset += RegionBytes(t);
+    ragged_ = ragged_ || slots_[t].kind != tensor::OutputSlot::Kind::kDense;
+  }
+  capacity_ = offset;
+}
+
+BatchLayout::BatchLayout(const std::vector<tensor::TensorSpec>& per_sample,
+                         uint32_t batch_size)
+    : BatchLayout(DenseSlots(per_sample), batch_size) {}
+
+size_t BatchLayout::RegionBytes(size_t t) const {
+  const tensor::OutputSlot& s = slots_[t];
+  if (s.kind == tensor::OutputSlot::Kind::kOffsets) {
+    return (size_t{batch_size_} + 1) * sizeof(int64_t);
+  }
+  return size_t{batch_size_} * s.max_sample_bytes;
 }
 
 HeapBatchBuffer::HeapBatchBuffer(size_t bytes) : bytes_(bytes) {
@@ -55,32 +87,76 @@ HeapBatchBuffer::HeapBatchBuffer(size_t bytes) : bytes_(bytes) {
 
 void HeapBatchBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
 
-void CompactBatch(const BatchLayout& layout, uint8_t* base,
-                  const std::vector<uint32_t>& kept) {
+std::vector<BatchTensor> FinishBatch(const BatchLayout& layout, uint8_t* base,
+                                     const std::vector<uint32_t>& kept,
+                                     size_t* payload_bytes) {
+  using Kind = tensor::OutputSlot::Kind;
   const uint32_t n = static_cast<uint32_t>(kept.size());
-  // Tensors only move towards the front, so going in order never overwrites
-  // data that is still to be moved.
-  for (size_t t = 0; t < layout.per_sample().size(); ++t) {
-    const size_t sample_bytes = layout.SampleBytes(t);
-    uint8_t* dst = base + layout.Offset(t, n);
-    for (uint32_t j = 0; j < n; ++j) {
-      const uint8_t* src = layout.SamplePtr(base, t, kept[j]);
-      uint8_t* to = dst + j * sample_bytes;
-      if (to != src) std::memmove(to, src, sample_bytes);
+  const bool moves = n != layout.batch_size() || layout.ragged();
+  std::vector<BatchTensor> tensors(layout.slots().size());
+  // Each ragged slot's total rows, for its values tensor's shape; set when
+  // its offsets slot is finished, which comes after it.
+  std::vector<int64_t> rows(layout.slots().size(), 0);
+  size_t end = 0;
+  for (size_t t = 0; t < layout.slots().size(); ++t) {
+    const tensor::OutputSlot& slot = layout.slots()[t];
+    BatchTensor& bt = tensors[t];
+    bt.spec = slot.spec;
+    bt.offset = moves ? AlignUp(end) : layout.Offset(t);
+    uint8_t* const dst = base + bt.offset;
+    switch (slot.kind) {
+      case Kind::kDense: {
+        const size_t bytes = slot.max_sample_bytes;
+        for (uint32_t j = 0; moves && j < n; ++j) {
+          const uint8_t* src = layout.SamplePtr(base, t, kept[j]);
+          uint8_t* to = dst + j * bytes;
+          if (to != src) std::memmove(to, src, bytes);
+        }
+        bt.spec.shape.insert(bt.spec.shape.begin(), n);
+        bt.length = bytes * n;
+        break;
+      }
+      case Kind::kRagged: {
+        // Its offsets slot comes next and holds each sample's count.
+        const size_t counts = t + 1;
+        size_t packed = 0;
+        for (uint32_t j = 0; j < n; ++j) {
+          int64_t count = 0;
+          std::memcpy(&count, layout.SamplePtr(base, counts, kept[j]),
+                      sizeof(count));
+          const size_t bytes = static_cast<size_t>(count) * slot.row_bytes;
+          const uint8_t* src = layout.SamplePtr(base, t, kept[j]);
+          if (dst + packed != src) std::memmove(dst + packed, src, bytes);
+          packed += bytes;
+          rows[t] += count;
+        }
+        bt.spec.shape[0] = rows[t];
+        bt.length = packed;
+        break;
+      }
+      case Kind::kOffsets: {
+        // Counts are read at (kept[j] + 1) and prefix sums written at
+        // (j + 1) <= (kept[j] + 1), from a region that only moved forward:
+        // a write never lands on a count still to be read.
+        int64_t sum = 0;
+        for (uint32_t j = 0; j < n; ++j) {
+          int64_t count = 0;
+          std::memcpy(&count, layout.SamplePtr(base, t, kept[j]),
+                      sizeof(count));
+          sum += count;
+          std::memcpy(dst + (size_t{j} + 1) * sizeof(int64_t), &sum,
+                      sizeof(sum));
+        }
+        const int64_t zero = 0;
+        std::memcpy(dst, &zero, sizeof(zero));
+        bt.spec.shape = {static_cast<int64_t>(n) + 1};
+        bt.length = (size_t{n} + 1) * sizeof(int64_t);
+        break;
+      }
     }
+    end = bt.offset + bt.length;
   }
-}
-
-std::vector<BatchTensor> DescribeBatch(const BatchLayout& layout, uint32_t n) {
-  std::vector<BatchTensor> tensors;
-  for (size_t t = 0; t < layout.per_sample().size(); ++t) {
-    BatchTensor bt;
-    bt.spec = layout.per_sample()[t];
-    bt.spec.shape.insert(bt.spec.shape.begin(), n);
-    bt.offset = layout.Offset(t, n);
-    bt.length = layout.SampleBytes(t) * n;
-    tensors.push_back(std::move(bt));
-  }
+  *payload_bytes = end;
   return tensors;
 }
 

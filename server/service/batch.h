@@ -1,14 +1,26 @@
 // Batch layout and the buffers batches are assembled in.
 //
-// A batch is one contiguous buffer holding each output tensor back to back,
-// each at a 64-byte aligned offset, sample after sample: tensor t of sample i
-// lives at offset(t) + i * sample_bytes(t). Workers write every sample
+// A batch is one contiguous buffer holding each output slot's region back
+// to back, each at a 64-byte aligned offset. Workers write every sample
 // straight to its place, so the buffer a transport hands over (a gRPC slice,
 // a shared-memory slot) is the one the pipeline wrote: no collate copy.
+// While a batch is built, slot t of sample i lives at
+//   dense:   offset(t) + i * bytes(t)
+//   ragged:  offset(t) + i * max_sample_bytes(t)   (up to that many bytes)
+//   offsets: offset(t) + (i + 1) * 8               (the sample's count)
 //
-// A batch with fewer samples than the batch size (the end of an epoch, or
-// samples skipped as corrupt) is compacted in place so that its tensors are
-// contiguous again, with offsets recomputed for the samples it holds.
+// FinishBatch, run once every sample is written, turns that into what the
+// client reads: the kept samples (those not skipped) moved to the front,
+// each ragged tensor's values packed without gaps, its offsets tensor
+// turned from counts into n + 1 prefix sums, and the tensors moved next to
+// each other (each 64-byte aligned). For a full batch of dense tensors
+// nothing moves, so a JPEG + label batch costs no more than it did.
+//
+// Example, batch of 3, slots {label int64 [], tokens int32 [-1] max 4 rows,
+// tokens.offsets}; sample 1 skipped, samples 0 and 2 have 2 and 0 tokens:
+//   built:    label @0 [a, ?, c] | tokens @64 [a0 a1 . . | ? | . . . .] |
+//             offsets @128 [?, 2, ?, 0]
+//   finished: label @0 [a, c] | tokens @64 [a0 a1] | offsets @128 [0, 2, 2]
 #ifndef STOKER_SERVER_SERVICE_BATCH_H_
 #define STOKER_SERVER_SERVICE_BATCH_H_
 
@@ -20,32 +32,50 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/tensor/output_slot.h"
 #include "server/tensor/tensor_spec.h"
 
 namespace stoker::service {
 
-// Where each tensor of a batch of `batch_size` samples lives. Immutable.
+// Where each slot of a batch of `batch_size` samples lives while it is
+// built. Immutable.
 class BatchLayout {
  public:
   static constexpr size_t kAlignment = 64;
 
-  BatchLayout(std::vector<tensor::TensorSpec> per_sample, uint32_t batch_size);
+  BatchLayout(std::vector<tensor::OutputSlot> slots, uint32_t batch_size);
+  // Every tensor dense.
+  BatchLayout(const std::vector<tensor::TensorSpec>& per_sample,
+              uint32_t batch_size);
 
+  const std::vector<tensor::OutputSlot>& slots() const { return slots_; }
+  // The per-sample specs of the slots, in order (a stream header's outputs).
   const std::vector<tensor::TensorSpec>& per_sample() const { return specs_; }
   uint32_t batch_size() const { return batch_size_; }
-  // Byte offset of tensor t for a batch of n samples.
-  size_t Offset(size_t t, uint32_t n) const;
-  size_t SampleBytes(size_t t) const { return specs_[t].bytes(); }
-  // Bytes a batch of n samples occupies; Bytes(batch_size()) is the buffer size.
-  size_t Bytes(uint32_t n) const;
-  // Pointer to tensor t of sample i in a full-size buffer.
+  // Byte offset of slot t's region in the buffer.
+  size_t Offset(size_t t) const { return offsets_[t]; }
+  // Bytes of slot t's region: batch_size() samples (offsets: one more).
+  size_t RegionBytes(size_t t) const;
+  // The buffer size a batch needs.
+  size_t Capacity() const { return capacity_; }
+  // Where sample i writes slot t (see the file comment).
   uint8_t* SamplePtr(uint8_t* base, size_t t, uint32_t i) const {
-    return base + Offset(t, batch_size_) + i * SampleBytes(t);
+    const tensor::OutputSlot& s = slots_[t];
+    return base + offsets_[t] +
+           (s.kind == tensor::OutputSlot::Kind::kOffsets
+                ? (size_t{i} + 1) * sizeof(int64_t)
+                : size_t{i} * s.max_sample_bytes);
   }
+  // Whether any slot is ragged (FinishBatch then always moves bytes).
+  bool ragged() const { return ragged_; }
 
  private:
+  const std::vector<tensor::OutputSlot> slots_;
   const std::vector<tensor::TensorSpec> specs_;
   const uint32_t batch_size_;
+  std::vector<size_t> offsets_;
+  size_t capacity_ = 0;
+  bool ragged_ = false;
 };
 
 // A buffer owned by a transport that a batch is assembled into. The stream
@@ -160,14 +190,19 @@ class LentBatchBuffer : public BatchBuffer {
 // with: `buffer` itself, or the stream's buffer that a lent batch held.
 std::unique_ptr<BatchBuffer> ReclaimBuffer(std::unique_ptr<BatchBuffer> buffer);
 
-// Moves the kept samples of a full-size batch to the front of each tensor and
-// the tensors next to each other, as BatchLayout places a batch of
-// kept.size() samples. `kept` lists the sample positions to keep, ascending.
-void CompactBatch(const BatchLayout& layout, uint8_t* base,
-                  const std::vector<uint32_t>& kept);
-
-// The tensors of a batch of n samples laid out by `layout`.
-std::vector<BatchTensor> DescribeBatch(const BatchLayout& layout, uint32_t n);
+// Finishes a batch built in `base` as `layout` places it (see the file
+// comment): keeps the samples at positions `kept` (ascending), packs ragged
+// values, writes offsets and moves the tensors together. Returns the
+// tensors, each with the batch dimension first (ragged values: total rows;
+// offsets: kept.size() + 1), and sets *payload_bytes to the bytes from the
+// start of the buffer to the end of the last tensor. Regions only move
+// towards the front, so memmove in order never overwrites bytes still to
+// be read.
+// REQUIRES: each kept sample's offsets entry holds a count whose rows fit
+// its ragged slot (the pipeline wrote it).
+std::vector<BatchTensor> FinishBatch(const BatchLayout& layout, uint8_t* base,
+                                     const std::vector<uint32_t>& kept,
+                                     size_t* payload_bytes);
 
 }  // namespace stoker::service
 

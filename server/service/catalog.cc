@@ -66,7 +66,9 @@ std::vector<tensor::TensorSpec> Catalog::OutputsOf(
       return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                         [](const auto& x, const auto& y) {
                           return x.name == y.name && x.dtype == y.dtype &&
-                                 x.shape == y.shape;
+                                 x.shape == y.shape &&
+                                 x.offsets_for == y.offsets_for &&
+                                 x.utf8 == y.utf8;
                         });
     };
     if (agreed.has_value() && !same(*agreed, outputs)) return {};
@@ -76,12 +78,28 @@ std::vector<tensor::TensorSpec> Catalog::OutputsOf(
 }
 
 std::vector<pipeline::InputField> InputSchema(const dataset::Manifest& m) {
+  using Passthrough = pipeline::InputField::Passthrough;
   std::vector<pipeline::InputField> schema;
   for (const dataset::FieldSpec& f : m.fields) {
-    // An int64 scalar passes through as a label; step 3 of
-    // docs/pipeline-design.md passes the other kinds through too.
-    const bool is_int64 = f.dtype == tensor::DType::kInt64 && f.shape.empty();
-    schema.push_back(pipeline::InputField{f.name, is_int64});
+    pipeline::InputField field;
+    field.name = f.name;
+    switch (f.kind->passthrough(f)) {
+      case dataset::FieldKind::Passthrough::kDense:
+        field.passthrough = Passthrough::kDense;
+        break;
+      case dataset::FieldKind::Passthrough::kRaggedRows:
+        field.passthrough = Passthrough::kRaggedRows;
+        break;
+      case dataset::FieldKind::Passthrough::kRaggedBytes:
+        field.passthrough = Passthrough::kRaggedBytes;
+        break;
+    }
+    field.spatial = f.kind->spatial();
+    field.dtype = f.dtype;
+    field.shape = f.shape;
+    field.max_length = f.max_length;
+    field.utf8 = f.kind->name() == "str";
+    schema.push_back(std::move(field));
   }
   return schema;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "server/pipeline/passthrough.h"
 #include "server/pipeline/sample_rng.h"
 #include "server/service/shared_run.h"
 
@@ -64,10 +65,13 @@ struct Stream::Building {
   Source source = Source::kTasks;    // Guarded by the stream's mu_.
   uint64_t chunk = 0;  // kRemote: the chunk's id. Guarded by the stream's mu_.
   bool remote = false;  // Delivered by a helper.
-  // Set when the run delivered it: the batch's description (its buffer is
-  // `buffer`), or the run's error.
+  // Set when the run or a helper delivered it, or the worker that wrote its
+  // last sample finished it: the batch's description (its buffer is
+  // `buffer`), or the error that ends the stream there.
   std::optional<ReadyBatch> delivered;
   absl::Status run_error;
+  // Its samples were not run (the stream was cancelled): never delivered.
+  bool abandoned = false;
 };
 
 Stream::Stream(Options options)
@@ -75,7 +79,7 @@ Stream::Stream(Options options)
       catalog_(std::move(options.catalog)),
       dataset_(options.dataset),
       pipeline_(std::move(options.pipeline)),
-      layout_(pipeline_->outputs(), spec_.batch_size),
+      layout_(pipeline_->slots(), spec_.batch_size),
       pool_(options.pool),
       group_(std::move(options.group)),
       on_corrupt_(options.on_corrupt),
@@ -260,28 +264,54 @@ absl::Status Stream::CopyRemote(Building* b, const RemoteBatch& remote) {
         "it skipped samples ", absl::StrJoin(remote.skipped_ids, ","),
         " as corrupt, and on_corrupt is fail"));
   }
-  const uint32_t n = static_cast<uint32_t>(kept);
-  std::vector<BatchTensor> tensors = DescribeBatch(layout_, n);
-  for (const BatchTensor& t : tensors) {
-    const RemoteTensor* found = nullptr;
-    for (const RemoteTensor& r : remote.tensors) {
-      if (r.name == t.spec.name) found = &r;
+  // Each of this daemon's outputs, in its order and of its type, packed as
+  // FinishBatch packs a batch: 64-byte aligned, back to back.
+  const int64_t n = static_cast<int64_t>(kept);
+  const std::vector<tensor::OutputSlot>& slots = layout_.slots();
+  if (remote.tensors.size() != slots.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it sent ", remote.tensors.size(), " tensors where this daemon's "
+        "pipeline outputs ", slots.size(), " (another pipeline definition?)"));
+  }
+  std::vector<BatchTensor> tensors;
+  size_t end = 0;
+  for (size_t t = 0; t < slots.size(); ++t) {
+    const tensor::OutputSlot& slot = slots[t];
+    const RemoteTensor* r = nullptr;
+    for (const RemoteTensor& candidate : remote.tensors) {
+      if (candidate.name == slot.spec.name) r = &candidate;
     }
-    if (found == nullptr || found->dtype != t.spec.dtype ||
-        found->shape != t.spec.shape || found->size != t.length) {
+    std::vector<int64_t> shape = {n};
+    shape.insert(shape.end(), slot.spec.shape.begin(), slot.spec.shape.end());
+    bool fits = r != nullptr && r->dtype == slot.spec.dtype;
+    if (fits && slot.kind == tensor::OutputSlot::Kind::kRagged) {
+      // Any number of rows that the samples' room holds.
+      const int64_t max_rows =
+          n * static_cast<int64_t>(slot.max_sample_bytes / slot.row_bytes);
+      shape.erase(shape.begin());
+      fits = !r->shape.empty() && r->shape[0] >= 0 && r->shape[0] <= max_rows;
+      if (fits) shape[0] = r->shape[0];
+    } else if (fits && slot.kind == tensor::OutputSlot::Kind::kOffsets) {
+      shape = {n + 1};
+    }
+    fits = fits && r->shape == shape;
+    tensor::TensorSpec spec = slot.spec;
+    spec.shape = shape;
+    if (!fits || r->size != spec.bytes()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "its tensor '", t.spec.name,
+          "its tensor '", slot.spec.name,
           "' is not this daemon's output of that name (another pipeline "
           "definition?)"));
     }
-    if (t.offset + t.length > b->buffer->capacity()) {
-      return absl::InternalError("batch buffer too small for a helper batch");
+    const size_t offset = (end + BatchLayout::kAlignment - 1) /
+                          BatchLayout::kAlignment * BatchLayout::kAlignment;
+    if (offset + r->size > b->buffer->capacity()) {
+      return absl::FailedPreconditionError(
+          "its batch is larger than this daemon's batch buffer");
     }
-    std::memcpy(b->buffer->data() + t.offset, found->data, t.length);
-  }
-  if (remote.tensors.size() != tensors.size()) {
-    return absl::FailedPreconditionError(
-        "it sent tensors this daemon's pipeline does not output");
+    std::memcpy(b->buffer->data() + offset, r->data, r->size);
+    tensors.push_back(BatchTensor{std::move(spec), offset, r->size});
+    end = offset + r->size;
   }
   ReadyBatch ready;
   ready.epoch = b->epoch;
@@ -289,7 +319,7 @@ absl::Status Stream::CopyRemote(Building* b, const RemoteBatch& remote) {
   ready.sample_ids = remote.sample_ids;
   ready.skipped_ids = remote.skipped_ids;
   ready.tensors = std::move(tensors);
-  ready.bytes = layout_.Bytes(n);
+  ready.bytes = end;
   b->delivered = std::move(ready);
   b->remote = true;
   return absl::OkStatus();
@@ -356,11 +386,49 @@ void Stream::RunSample(Building* batch, uint32_t index) {
 }
 
 void Stream::FinishSample(Building* batch) {
+  // Only this call touches the batch until it is marked done.
+  if (cancelled_) {
+    batch->abandoned = true;
+  } else {
+    FinishBatchOf(batch);
+  }
   {
     absl::MutexLock lock(&mu_);
     batch->done = true;
   }
   NotifyReady();
+}
+
+void Stream::FinishBatchOf(Building* batch) {
+  ReadyBatch ready;
+  ready.epoch = batch->epoch;
+  ready.step = batch->step;
+  std::vector<uint32_t> kept;
+  for (uint32_t i = 0; i < batch->ids.size(); ++i) {
+    const absl::Status& error = batch->errors[i];
+    if (error.ok()) {
+      kept.push_back(i);
+      ready.sample_ids.push_back(batch->ids[i]);
+      continue;
+    }
+    // A ragged_limit's overflow policy decides for its own samples. A
+    // damaged shard ends the stream even under kSkip: the file changed
+    // under the daemon, and no read of it can be trusted.
+    const std::optional<pipeline::RaggedOverflow> overflow =
+        pipeline::RaggedOverflowOf(error);
+    const bool skip =
+        overflow.has_value()
+            ? *overflow == pipeline::RaggedOverflow::kSkip
+            : on_corrupt_ != OnCorrupt::kFail && !dataset::IsShardDamage(error);
+    if (!skip) {
+      batch->run_error = error;
+      return;
+    }
+    ready.skipped_ids.push_back(batch->ids[i]);
+  }
+  ready.tensors =
+      FinishBatch(layout_, batch->buffer->data(), kept, &ready.bytes);
+  batch->delivered = std::move(ready);
 }
 
 void Stream::NotifyReady() {
@@ -380,48 +448,17 @@ std::optional<ReadyBatch> Stream::TakeReady() {
     building_.erase(it);
     ++deliver_seq_;
   }
-  ReadyBatch ready;
-  if (batch->delivered.has_value() || !batch->run_error.ok()) {
-    if (!batch->run_error.ok()) {
-      // As below for a corrupt sample: the transport checks Done() next.
-      absl::MutexLock lock(&mu_);
-      if (status_.ok()) status_ = batch->run_error;
-      return std::nullopt;
-    }
-    ready = *std::move(batch->delivered);
-    ready.buffer = std::move(batch->buffer);
-    CountDelivered(ready);
-    if (batch->remote) counts_->Add(Count::kRemoteBatches, 1);
-    return ready;
+  if (batch->abandoned) return std::nullopt;
+  if (!batch->run_error.ok()) {
+    // The caller is the transport, which checks Done() next: no callback.
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = batch->run_error;
+    return std::nullopt;
   }
-  ready.epoch = batch->epoch;
-  ready.step = batch->step;
-  std::vector<uint32_t> kept;
-  for (uint32_t i = 0; i < batch->ids.size(); ++i) {
-    const absl::Status& error = batch->errors[i];
-    if (error.ok()) {
-      kept.push_back(i);
-      ready.sample_ids.push_back(batch->ids[i]);
-      continue;
-    }
-    // A damaged shard ends the stream even under kSkip: the file changed
-    // under the daemon, and no read of it can be trusted.
-    if (on_corrupt_ == OnCorrupt::kFail || dataset::IsShardDamage(error)) {
-      // The caller is the transport, which checks Done() next: no callback.
-      absl::MutexLock lock(&mu_);
-      if (status_.ok()) status_ = error;
-      return std::nullopt;
-    }
-    ready.skipped_ids.push_back(batch->ids[i]);
-  }
-  const uint32_t n = static_cast<uint32_t>(kept.size());
-  if (n != layout_.batch_size()) {
-    CompactBatch(layout_, batch->buffer->data(), kept);
-  }
-  ready.tensors = DescribeBatch(layout_, n);
-  ready.bytes = layout_.Bytes(n);
+  ReadyBatch ready = *std::move(batch->delivered);
   ready.buffer = std::move(batch->buffer);
   CountDelivered(ready);
+  if (batch->remote) counts_->Add(Count::kRemoteBatches, 1);
   return ready;
 }
 

@@ -151,9 +151,9 @@ class Stream : public BatchSource,
 
   void SetReadyCallback(std::function<void()> callback);
 
-  // Starts the next batch in `buffer` (capacity >= layout().Bytes(batch
-  // size)). Returns false, dropping the buffer, when no batch is left to
-  // start or the stream has failed or been cancelled.
+  // Starts the next batch in `buffer` (capacity >= layout().Capacity()).
+  // Returns false, dropping the buffer, when no batch is left to start or
+  // the stream has failed or been cancelled.
   bool Fill(std::unique_ptr<BatchBuffer> buffer) override;
 
   // True while Fill() would start a batch.
@@ -210,6 +210,9 @@ class Stream : public BatchSource,
   void NotifyReady();
   // Counts a batch handed to the transport.
   void CountDelivered(const ReadyBatch& ready);
+  // On the worker that wrote the batch's last sample: decides which samples
+  // are kept (or the error that ends the stream) and runs FinishBatch.
+  void FinishBatchOf(Building* batch);
   bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes `batch`, at linear position `pos`, part of a helper's chunk when
   // it falls in the open one or starts a new one the placer places.

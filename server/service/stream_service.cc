@@ -147,8 +147,8 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
     }
   }
 
-  BatchLayout layout((*bound)->outputs(), spec.batch_size);
-  const uint64_t batch_bytes = layout.Bytes(spec.batch_size);
+  BatchLayout layout((*bound)->slots(), spec.batch_size);
+  const uint64_t batch_bytes = layout.Capacity();
   if (batch_bytes > options_.max_batch_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a batch of ", spec.batch_size, " is ", FormatBytes(batch_bytes),

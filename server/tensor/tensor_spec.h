@@ -15,10 +15,20 @@
 namespace stoker::tensor {
 
 // One named tensor. A scalar has shape {}.
+//
+// A ragged field (docs/pipeline-design.md §4.1) is two tensors: its values,
+// whose first dimension is -1 per sample (rows or bytes of every sample,
+// back to back, in a batch), and "<name>.offsets", int64, whose
+// `offsets_for` names the values tensor: n + 1 prefix sums in a batch of n
+// samples (shape {} per sample: one count).
 struct TensorSpec {
   std::string name;
   DType dtype = DType::kUint8;
   std::vector<int64_t> shape;
+  // On an offsets tensor: the name of the values tensor it indexes.
+  std::string offsets_for;
+  // On the values of a str field: the bytes are UTF-8 text.
+  bool utf8 = false;
 
   // Product of the shape times the element size.
   // REQUIRES: no dimension is negative.

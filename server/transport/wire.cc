@@ -52,6 +52,8 @@ void ToProto(const tensor::TensorSpec& spec, v1::TensorSpec* out) {
   out->set_name(spec.name);
   out->set_dtype(ToProto(spec.dtype));
   for (int64_t d : spec.shape) out->add_shape(d);
+  if (!spec.offsets_for.empty()) out->set_offsets_for(spec.offsets_for);
+  if (spec.utf8) out->set_utf8(true);
 }
 
 void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out) {

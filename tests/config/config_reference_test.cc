@@ -152,6 +152,7 @@ std::string PipelineAround(const pipeline::OpDef& def) {
   switch (def.kind) {
     case pipeline::OpKind::kDecode:
       return absl::StrCat(step, "    - center_crop: {size: 8}\n");
+    case pipeline::OpKind::kFields:
     case pipeline::OpKind::kGeometry:
       return absl::StrCat("    - decode_jpeg\n", step,
                           "    - center_crop: {size: 8}\n");

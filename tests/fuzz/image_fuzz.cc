@@ -20,7 +20,9 @@ using Floats = std::vector<double>;
 std::unique_ptr<BoundPipeline> MustBind(const std::vector<OpConfig>& ops) {
   auto p = Pipeline::Create("fuzz", ops);
   FuzzCheck(p.ok(), "fuzz", "a fuzz pipeline does not build");
-  const InputField schema[] = {{"image", false}, {"label", true}};
+  const InputField schema[] = {
+      InputField::Image("image"),
+      InputField::Dense("label", tensor::DType::kInt64)};
   auto bound = (*p)->Bind(schema);
   FuzzCheck(bound.ok(), "fuzz", "a fuzz pipeline does not bind");
   return *std::move(bound);

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "stoker/client.h"
 #include "tests/testing/consume.h"
+#include "tests/testing/dataset_fixture.h"
 #include "tests/testing/test_server.h"
 #include "tests/testing/wait_for.h"
 
@@ -157,6 +158,41 @@ TEST_F(HelpersTest, AHelperThatStopsMidStreamLosesAndRepeatsNothing) {
   EXPECT_EQ(ids, reference.ids);
   EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
   EXPECT_FALSE(node->server()->HelperStats()[0].up);
+}
+
+TEST(HelpersTypedTest, RaggedFieldsThroughAHelperAreByteForByteWithASkip) {
+  // Variable-length tokens, str captions and a corrupt record (skipped):
+  // the helper's packed values and offsets land in the node's buffer as
+  // the node would have packed them.
+  testing::ScopedTempDir data;
+  const std::string dir = data.path() + "/typed";
+  const testing::TypedSamples samples = testing::MakeTypedSamples(40);
+  ASSERT_TRUE(
+      testing::WriteTypedDataset(dir, samples.schema, samples.records).ok());
+  ASSERT_TRUE(testing::CorruptRecordOnDisk(dir, 7).ok());
+  const std::string raw = "  raw:\n    - drop_fields: []\n";
+  TestServerOptions h;
+  h.tcp_only = true;
+  h.workers = 1;
+  h.dataset_dir = dir;
+  h.extra_yaml = raw;
+  std::unique_ptr<TestServer> helper = StartOrDie(h);
+  ASSERT_NE(helper, nullptr);
+  StreamOptions o = Options();
+  o.pipeline = "raw";
+  const Consumed reference = Consume(helper->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  ASSERT_FALSE(reference.skipped.empty());
+  std::unique_ptr<TestServer> node = StartNode(*helper, raw);
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
+                      std::chrono::seconds(10)));
+  const Consumed got = Consume(node->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  EXPECT_EQ(got.skipped, reference.skipped);
+  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
+  EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
 }
 
 }  // namespace

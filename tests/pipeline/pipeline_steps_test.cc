@@ -137,7 +137,9 @@ OpConfig Normalize(const std::string& dtype) {
                           {"dtype", dtype}});
 }
 
-const std::vector<InputField> kSchema = {{"image", false}, {"label", true}};
+const std::vector<InputField> kSchema = {
+    InputField::Image("image"),
+    InputField::Dense("label", tensor::DType::kInt64)};
 
 // Creates, binds and runs `ops` on `jpeg`; the image output's bytes.
 absl::StatusOr<std::string> RunImage(const std::vector<OpConfig>& ops,
@@ -316,9 +318,11 @@ TEST(PipelineKindsTest, OpsBindTheFieldTheyName) {
   ASSERT_THAT(pipeline, IsOk());
   EXPECT_THAT((*pipeline)->Bind(kSchema),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("needs a bytes field named 'photo'; the "
+                       HasSubstr("needs an image field named 'photo'; the "
                                  "dataset has: image, label")));
-  const std::vector<InputField> photos = {{"label", true}, {"photo", false}};
+  const std::vector<InputField> photos = {
+      InputField::Dense("label", tensor::DType::kInt64),
+      InputField::Image("photo")};
   auto bound = (*pipeline)->Bind(photos);
   ASSERT_THAT(bound, IsOk());
   EXPECT_EQ((*bound)->outputs()[0].name, "photo");

@@ -45,7 +45,8 @@ std::vector<OpConfig> TrainOps(const std::string& dtype,
 }
 
 const std::vector<InputField> kSchema = {
-    {"image", false}, {"caption", false}, {"label", true}};
+    InputField::Image("image"),
+    InputField::Dense("label", tensor::DType::kInt64)};
 
 std::string Int64Bytes(int64_t v) {
   std::string bytes(8, '\0');
@@ -68,7 +69,7 @@ absl::StatusOr<std::vector<std::string>> RunOnce(const BoundPipeline& bound,
     dst.push_back(reinterpret_cast<uint8_t*>(out.data()));
   }
   const std::string label_bytes = Int64Bytes(label);
-  const std::string_view fields[] = {jpeg, "a caption", label_bytes};
+  const std::string_view fields[] = {jpeg, label_bytes};
   SampleRng rng(1234, 3, sample_id);
   absl::Status status = bound.Run(fields, rng, dst, times);
   if (!status.ok()) return status;
@@ -190,11 +191,14 @@ TEST(PipelineBindTest, ReportsImageThenInt64Outputs) {
 TEST(PipelineBindTest, RequiresABytesFieldNamedImage) {
   auto pipeline = Pipeline::Create("train", TrainOps("uint8", "hwc"));
   ASSERT_THAT(pipeline, IsOk());
-  const std::vector<InputField> no_image = {{"jpeg", false}, {"label", true}};
+  const std::vector<InputField> no_image = {
+      InputField::Image("jpeg"),
+      InputField::Dense("label", tensor::DType::kInt64)};
   EXPECT_THAT((*pipeline)->Bind(no_image),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("'image'"), HasSubstr("jpeg, label"))));
-  const std::vector<InputField> int_image = {{"image", true}};
+  const std::vector<InputField> int_image = {
+      InputField::Dense("image", tensor::DType::kInt64)};
   EXPECT_THAT(
       (*pipeline)->Bind(int_image),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'image'")));
@@ -300,14 +304,14 @@ TEST(BoundPipelineTest, RejectsWrongFieldAndBufferCounts) {
 TEST(BoundPipelineTest, Int64FieldOfWrongSizeIsDataLoss) {
   const auto bound = MustBind(TrainOps("uint8", "hwc"));
   const std::string jpeg = MakeJpeg(100, 80, 1);
-  const std::string_view fields[] = {jpeg, "", "short"};
+  const std::string_view fields[] = {jpeg, "short"};
   std::vector<uint8_t> image(bound->outputs()[0].bytes());
   int64_t label = 0;
   uint8_t* dst[] = {image.data(), reinterpret_cast<uint8_t*>(&label)};
   SampleRng rng(0, 0, 0);
-  EXPECT_THAT(
-      bound->Run(fields, rng, dst, nullptr),
-      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("'label' has 5 bytes")));
+  EXPECT_THAT(bound->Run(fields, rng, dst, nullptr),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("'label' has 5 bytes, not 8")));
 }
 
 TEST(BoundPipelineTest, FillsStageTimes) {

@@ -7,7 +7,7 @@ on TCP at 127.0.0.1 (port 0 the first time; a restarted helper takes the
 port back). Each process is stopped by PID when the test ends.
 """
 import json
-import random
+import os
 import re
 import signal
 import subprocess
@@ -106,6 +106,10 @@ def test_a_helper_builds_batches_and_the_trainer_gets_the_same_bytes(
     assert remote > 0 and rebuilt == 0, node.log()
 
 
+# The consumer's time per batch: the ten kills and restarts must fit in the
+# stream, and the sanitized daemons start several times slower.
+STEP_MS = 40 if os.environ.get("STOKER_SANITIZED") else 10
+
 SLOW_PIPELINE = """\
   slow:
     - decode_jpeg: {}
@@ -119,8 +123,8 @@ SLOW_PIPELINE = """\
 def test_a_helper_killed_ten_times_loses_and_repeats_nothing(tmp_path,
                                                              daemons):
     # Bigger photos and outputs than the other tests', so that the helper
-    # (remote_first, one worker) is what the stream waits for: most kills
-    # land while it builds a chunk, which the node then builds itself.
+    # (remote_first, one worker) spends much of the stream building: many
+    # kills land while it builds a chunk, which the node then builds itself.
     src = tmp_path / "src"
     run([sys.executable, ROOT / "bench" / "make_images.py", src, "--count",
          30, "--classes", 3, "--seed", 4, "--min-size", 200, "--max-size",
@@ -142,14 +146,19 @@ def test_a_helper_killed_ten_times_loses_and_repeats_nothing(tmp_path,
         [str(STOKER), "stream", "--address", node.address, "--dataset",
          "train", "--pipeline", "slow", "--batch-size", "10", "--epochs",
          str(epochs), "--seed", "11", "--prefetch", "4", "--transport",
-         "grpc", "--indices-out", str(ids_file), "--json", "--quiet"],
-        stdout=subprocess.PIPE, text=True)
-    rng = random.Random(5)
+         "grpc", "--step-ms", str(STEP_MS), "--indices-out", str(ids_file),
+         "--json", "--quiet"], stdout=subprocess.PIPE, text=True)
     restarted = daemon_config(helper_dir, big, tcp=f"127.0.0.1:{port}",
                               pipelines=SLOW_PIPELINE)
+    # Kills at points of the consumer's progress, so that all ten land
+    # within the stream however fast this machine is: batch 20, 45, ...
     kills = 0
     while kills < 10 and consumer.poll() is None:
-        time.sleep(rng.uniform(0.05, 0.2))
+        received = len(ids_file.read_text().split()) // 10 \
+            if ids_file.exists() else 0
+        if received < 20 + 25 * kills:
+            time.sleep(0.005)
+            continue
         helper.proc.send_signal(signal.SIGKILL)
         helper.proc.wait()
         kills += 1

@@ -124,6 +124,55 @@ absl::Status WriteTypedDataset(
                        dataset::SerializeManifest(m));
 }
 
+namespace {
+
+template <typename T>
+std::string LittleEndian(const std::vector<T>& values) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  return std::string(reinterpret_cast<const char*>(values.data()),
+                     values.size() * sizeof(T));
+}
+
+dataset::FieldSpec Must(absl::StatusOr<dataset::FieldSpec> spec) {
+  if (!spec.ok())
+    throw std::runtime_error(std::string(spec.status().message()));
+  return *std::move(spec);
+}
+
+}  // namespace
+
+TypedSamples MakeTypedSamples(int num_samples) {
+  using tensor::DType;
+  TypedSamples out;
+  out.schema = {Must(dataset::MakeArraySpec("tokens", DType::kInt32, {-1})),
+                Must(dataset::MakeFieldSpec("label", "int64")),
+                Must(dataset::MakeFieldSpec("score", "float32")),
+                Must(dataset::MakeFieldSpec("weight", "float64")),
+                Must(dataset::MakeArraySpec("patch", DType::kUint8, {2, 3})),
+                Must(dataset::MakeFieldSpec("caption", "str"))};
+  uint64_t longest_tokens = 0, longest_caption = 0;
+  for (int i = 0; i < num_samples; ++i) {
+    std::vector<int32_t> tokens((5 * i) % 13);
+    for (size_t j = 0; j < tokens.size(); ++j) {
+      tokens[j] = static_cast<int32_t>(1000 * i + j);
+    }
+    std::vector<uint8_t> patch(6);
+    for (size_t j = 0; j < patch.size(); ++j) patch[j] = uint8_t(i + j);
+    const std::string caption =
+        absl::StrCat("caption \xc3\xa9", std::string(i % 7, 'a' + i % 26));
+    longest_tokens = std::max<uint64_t>(longest_tokens, tokens.size());
+    longest_caption = std::max<uint64_t>(longest_caption, caption.size());
+    out.records.push_back({LittleEndian(tokens),
+                           LittleEndian(std::vector<int64_t>{i}),
+                           LittleEndian(std::vector<float>{i / 4.0f}),
+                           LittleEndian(std::vector<double>{-i / 8.0}),
+                           LittleEndian(patch), caption});
+  }
+  out.schema[kTokens].max_length = longest_tokens;
+  out.schema[kCaption].max_length = longest_caption;
+  return out;
+}
+
 absl::Status CorruptRecordOnDisk(const std::string& dataset_dir, uint64_t id) {
   absl::StatusOr<std::unique_ptr<dataset::Dataset>> ds =
       dataset::Dataset::Open("corrupt", dataset_dir);

@@ -55,6 +55,25 @@ absl::Status WriteTypedDataset(
     const std::string& dir, const std::vector<dataset::FieldSpec>& schema,
     const std::vector<std::vector<std::string>>& records);
 
+// Records of every pass-through kind, for tests of typed fields, with the
+// schema WriteTypedDataset stores them under. Sample i holds
+//   tokens   ndarray int32 [-1], max_length 12: (5 * i) % 13 tokens
+//            1000 * i + j (samples 0, 13, 26... have none; 5, 18... 12)
+//   label    int64 i
+//   score    float32 i / 4
+//   weight   float64 -i / 8
+//   patch    ndarray uint8 [2, 3]: i + j
+//   caption  str, max_length: "caption é" followed by i % 7 letters
+// All values little-endian, as records store them.
+struct TypedSamples {
+  std::vector<dataset::FieldSpec> schema;
+  std::vector<std::vector<std::string>> records;
+};
+TypedSamples MakeTypedSamples(int num_samples);
+
+// The field index of `name` in TypedSamples::schema.
+enum TypedField { kTokens, kLabel, kScore, kWeight, kPatch, kCaption };
+
 // Flips one byte in the middle of record `id`'s first field inside its shard
 // file, as disk corruption would, leaving the file's size and every other
 // record intact. The dataset must not be open elsewhere for writing.

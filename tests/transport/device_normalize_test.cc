@@ -19,6 +19,7 @@
 namespace stoker::transport {
 namespace {
 
+using ::stoker::pipeline::InputField;
 using ::stoker::pipeline::OpConfig;
 using ::stoker::pipeline::testing::IsOk;
 using Floats = std::vector<double>;
@@ -52,7 +53,7 @@ std::vector<OpConfig> Ops(const std::string& dtype, const std::string& layout) {
 std::string RenderBatch(const std::vector<OpConfig>& ops) {
   auto pipeline = pipeline::Pipeline::Create("p", ops);
   EXPECT_THAT(pipeline, IsOk());
-  auto bound = (*pipeline)->Bind({{"image", false}});
+  auto bound = (*pipeline)->Bind({InputField::Image("image")});
   EXPECT_THAT(bound, IsOk());
   const size_t bytes = (*bound)->outputs()[0].bytes();
   std::string batch(bytes * kSamples, '\0');

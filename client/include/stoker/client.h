@@ -63,6 +63,34 @@ struct TensorView {
   std::vector<int64_t> shape;  // Batch dimension first.
   const uint8_t* data = nullptr;
   size_t size = 0;  // Bytes.
+  // On the offsets tensor of a ragged field: the name of its values.
+  std::string offsets_for;
+  bool utf8 = false;  // On the values of a str field.
+};
+
+// A ragged field of a batch (a variable-length array, bytes, str): its
+// values, every sample's rows (or bytes) back to back, and int64 offsets,
+// n + 1 of them, so that sample k is rows [offsets[k], offsets[k + 1]).
+// Borrowed from the Batch.
+struct RaggedView {
+  TensorView values;
+  TensorView offsets;
+  bool utf8 = false;  // A str field: the values are UTF-8 text.
+
+  size_t size() const {
+    return offsets.shape.empty() ? 0 : offsets.shape[0] - 1;
+  }
+  // Sample k's rows (bytes for bytes/str): [begin, end).
+  // REQUIRES: k < size().
+  int64_t begin(size_t k) const { return Offset(k); }
+  int64_t end(size_t k) const { return Offset(k + 1); }
+  // Bytes of one row of values.
+  size_t row_bytes() const;
+  // Sample k's values as bytes (a str's text).
+  std::string_view bytes(size_t k) const;
+
+ private:
+  int64_t Offset(size_t k) const;
 };
 
 // A stream position: the (epoch, step) of the next batch.
@@ -85,6 +113,9 @@ class Batch {
   const std::vector<uint64_t>& skipped_ids() const { return skipped_ids_; }
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* Find(const std::string& name) const;
+  // The ragged field `name` (its values and "<name>.offsets"); NotFound
+  // when the batch has no ragged field of that name.
+  absl::StatusOr<RaggedView> FindRagged(const std::string& name) const;
   // Built once by a shared run and delivered to more than one stream.
   bool shared() const { return shared_; }
 

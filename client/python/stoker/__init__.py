@@ -9,7 +9,7 @@
 For PyTorch, ``stoker.torch.Loader`` yields dicts of tensors, is DDP-aware and
 has ``state_dict()``. See client/python/README.md.
 """
-from .batch import Batch
+from .batch import Batch, Ragged
 from .client import Client
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss,
                      DeadlineExceeded, FailedPrecondition, Internal,
@@ -26,7 +26,8 @@ __all__ = [
     "Aborted", "AlreadyExists", "Batch", "Cancelled", "Client", "DataLoss",
     "DatasetInfo", "DeadlineExceeded", "FailedPrecondition", "Internal",
     "InvalidArgument", "NotFound", "OutOfRange", "PermissionDenied",
-    "PipelineInfo", "Position", "ResourceExhausted", "StokerError", "Stream",
+    "PipelineInfo", "Position", "Ragged", "ResourceExhausted", "StokerError",
+    "Stream",
     "StreamInfo", "StreamRequest", "TensorSpec", "Unauthenticated",
     "Unavailable", "Unimplemented", "Unknown",
 ]

@@ -1,15 +1,101 @@
-"""Batch: one step's tensors, by name, with where they came from."""
+"""Batch: one step's tensors, by name, with where they came from; Ragged:
+a variable-length field of a batch (token ids, boxes, bytes, str)."""
 import weakref
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional,
+                    Tuple, Union)
 
+import numpy as np
 import numpy.typing as npt
+
+from . import errors
+from ._proto.stoker.v1 import stoker_pb2 as pb
 
 Array = npt.NDArray[Any]
 
 
-class Batch(Mapping[str, Array]):
+class Ragged:
+    """A ragged field of a batch: ``values``, every sample's rows back to
+    back (for bytes and str fields: their bytes, uint8), and ``offsets``,
+    int64, ``len(batch) + 1`` of them, so that sample k is
+    ``values[offsets[k]:offsets[k + 1]]``.
+
+    ``ragged[k]`` is sample k: a numpy array of its rows, or, for a field of
+    bytes (uint8 values of shape [-1] per sample, as bytes fields and
+    undecoded images are; a uint8 ndarray of shape [-1] reads the same way),
+    ``bytes``, and for a str field (``utf8``) a ``str``. Both arrays are
+    read-only views of the batch, like its other arrays."""
+
+    __slots__ = ("values", "offsets", "utf8")
+
+    def __init__(self, values: Array, offsets: "npt.NDArray[np.int64]",
+                 utf8: bool = False) -> None:
+        self.values = values
+        self.offsets = offsets
+        self.utf8 = utf8
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0]) - 1
+
+    def __getitem__(self, k: int) -> Union[Array, bytes, str]:
+        n = len(self)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError(f"sample {k} of a ragged field of {n}")
+        rows = self.values[int(self.offsets[k]):int(self.offsets[k + 1])]
+        if self.utf8:
+            return rows.tobytes().decode("utf-8")
+        if self.values.dtype == np.uint8 and self.values.ndim == 1:
+            return rows.tobytes()
+        return rows
+
+    def __iter__(self) -> Iterator[Union[Array, bytes, str]]:
+        for k in range(len(self)):
+            yield self[k]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes) + int(self.offsets.nbytes)
+
+    def __repr__(self) -> str:
+        kind = "str" if self.utf8 else str(self.values.dtype)
+        return (f"Ragged({len(self)} samples, {kind}"
+                f"{list(self.values.shape)})")
+
+
+# What a batch holds under a name: an array, or a ragged field.
+Field = Union[Array, Ragged]
+
+
+def pair_ragged(arrays: Dict[str, Array],
+                specs: Iterable[pb.TensorSpec]) -> Dict[str, Field]:
+    """`arrays` with each ragged field's values and "<name>.offsets" arrays
+    replaced by one Ragged under the field's name; DataLoss when offsets do
+    not index their values."""
+    out: Dict[str, Field] = dict(arrays)
+    for spec in specs:
+        if not spec.offsets_for:
+            continue
+        values = arrays.get(spec.offsets_for)
+        offsets = arrays[spec.name]
+        if (values is None or offsets.dtype != np.int64 or offsets.ndim != 1
+                or offsets.shape[0] < 1 or offsets[0] != 0
+                or offsets[-1] != values.shape[0]
+                or bool(np.any(offsets[1:] < offsets[:-1]))):
+            raise errors.DataLoss(
+                f"tensor '{spec.name}' does not index the rows of "
+                f"'{spec.offsets_for}'")
+        utf8 = any(t.name == spec.offsets_for and t.utf8 for t in specs)
+        out[spec.offsets_for] = Ragged(values, offsets, utf8)
+        del out[spec.name]
+    return out
+
+
+class Batch(Mapping[str, Field]):
     """A read-only mapping of tensor name to numpy array, batch dimension
-    first: ``batch["image"]``, ``batch["label"]``.
+    first: ``batch["image"]``, ``batch["label"]``; a ragged field (a
+    variable-length array, bytes, str) is a Ragged: ``batch["tokens"][k]``
+    is sample k's tokens.
 
     With the grpc transport the arrays are read-only views of the message
     gRPC received: nothing is copied, and the memory lives as long as any
@@ -36,7 +122,7 @@ class Batch(Mapping[str, Array]):
     __slots__ = ("_arrays", "epoch", "step", "sample_ids", "skipped_ids",
                  "shared", "_release", "__weakref__")
 
-    def __init__(self, arrays: Dict[str, Array], epoch: int, step: int,
+    def __init__(self, arrays: Dict[str, Field], epoch: int, step: int,
                  sample_ids: List[int], skipped_ids: List[int],
                  release: Optional[weakref.finalize] = None,
                  shared: bool = False) -> None:
@@ -48,7 +134,7 @@ class Batch(Mapping[str, Array]):
         self.skipped_ids = skipped_ids
         self.shared = shared
 
-    def __getitem__(self, name: str) -> Array:
+    def __getitem__(self, name: str) -> Field:
         return self._arrays[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -85,7 +171,9 @@ class Batch(Mapping[str, Array]):
         return (self.epoch, self.step)
 
     def __repr__(self) -> str:
-        tensors = ", ".join(f"{k}: {v.dtype}{list(v.shape)}"
-                            for k, v in self._arrays.items())
+        tensors = ", ".join(
+            f"{k}: {v!r}" if isinstance(v, Ragged)
+            else f"{k}: {v.dtype}{list(v.shape)}"
+            for k, v in self._arrays.items())
         return (f"Batch(epoch={self.epoch}, step={self.step}, "
                 f"samples={len(self.sample_ids)}, {{{tensors}}})")

@@ -12,14 +12,19 @@ from .transports import dtype_of
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A per-sample output of a pipeline (shape without the batch dim)."""
+    """A per-sample output of a pipeline (shape without the batch dim; a
+    ragged field's values have -1 first). `offsets_for` is set on a ragged
+    field's "<name>.offsets" output, to <name>; `utf8` on a str field's."""
     name: str
     dtype: "np.dtype[np.generic]"
     shape: Tuple[int, ...]
+    offsets_for: str = ""
+    utf8: bool = False
 
     @classmethod
     def from_proto(cls, proto: pb.TensorSpec) -> "TensorSpec":
-        return cls(proto.name, dtype_of(proto.dtype), tuple(proto.shape))
+        return cls(proto.name, dtype_of(proto.dtype), tuple(proto.shape),
+                   proto.offsets_for, proto.utf8)
 
 
 @dataclass(frozen=True)

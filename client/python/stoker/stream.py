@@ -33,7 +33,7 @@ from . import errors, transports
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._call import Call, Connection, NoticeCall
 from ._wire import Response
-from .batch import Batch
+from .batch import Batch, pair_ragged
 from .info import StreamInfo, TensorSpec
 from .request import Position, StreamRequest
 
@@ -275,7 +275,8 @@ class Stream:
                 f"epoch {self._position.epoch} step {self._position.step}")
         transport = self._transport
         try:
-            arrays, owner = transport.arrays(response)
+            views, owner = transport.arrays(response)
+            arrays = pair_ragged(views, b.tensors)
         except errors.StokerError:
             self.close()
             raise

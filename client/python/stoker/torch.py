@@ -83,7 +83,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 import torch
 
 from . import sampling
-from .batch import Batch
+from .batch import Array, Batch, Ragged
 from .client import Client
 from .request import Position, StreamRequest, check_int
 from .stream import Stream
@@ -121,8 +121,20 @@ class TensorBatch(Dict[str, torch.Tensor]):
 _quiet = False
 
 
+def _flat_arrays(batch: Batch) -> Iterator[Tuple[str, Array]]:
+    """The batch's arrays by name; a ragged field as two, <name> (values)
+    and <name>.offsets, as the daemon sends it."""
+    for name, value in batch.items():
+        if isinstance(value, Ragged):
+            yield name, value.values
+            yield name + ".offsets", value.offsets
+        else:
+            yield name, value
+
+
 def _from_numpy(arrays: Batch) -> Dict[str, torch.Tensor]:
-    """{name: torch.from_numpy(array)} for a batch's read-only arrays.
+    """{name: torch.from_numpy(array)} for a batch's read-only arrays (a
+    ragged field as <name> and <name>.offsets).
 
     They view the received message, which is read-only to numpy but belongs
     to that batch alone, or an shm slot, which the Loader copies unless
@@ -134,10 +146,11 @@ def _from_numpy(arrays: Batch) -> Dict[str, torch.Tensor]:
     """
     global _quiet
     if _quiet:
-        return {name: torch.from_numpy(a) for name, a in arrays.items()}
+        return {name: torch.from_numpy(a) for name, a in _flat_arrays(arrays)}
     with warnings.catch_warnings(record=True) as caught:
         warnings.filterwarnings("always", message=".*not writable")
-        tensors = {name: torch.from_numpy(a) for name, a in arrays.items()}
+        tensors = {name: torch.from_numpy(a)
+                   for name, a in _flat_arrays(arrays)}
     _quiet = not caught
     return tensors
 

@@ -50,7 +50,7 @@ std::string RunOps(const std::vector<OpConfig>& ops, uint64_t id) {
           .bytes);
   auto pipeline = Pipeline::Create("p", ops);
   EXPECT_THAT(pipeline, IsOk());
-  auto bound = (*pipeline)->Bind({{"image", false}});
+  auto bound = (*pipeline)->Bind({InputField::Image("image")});
   EXPECT_THAT(bound, IsOk());
   std::string out((*bound)->outputs()[0].bytes(), '\0');
   uint8_t* dst[] = {reinterpret_cast<uint8_t*>(out.data())};

@@ -64,7 +64,7 @@ std::string RunOps(const std::vector<OpConfig>& ops, uint64_t id) {
   all.push_back(Op("normalize", {{"dtype", std::string("uint8")}}));
   auto pipeline = Pipeline::Create("p", all);
   EXPECT_THAT(pipeline, IsOk());
-  auto bound = (*pipeline)->Bind({{"image", false}});
+  auto bound = (*pipeline)->Bind({InputField::Image("image")});
   EXPECT_THAT(bound, IsOk());
   std::string out((*bound)->outputs()[0].bytes(), '\0');
   uint8_t* dst[] = {reinterpret_cast<uint8_t*>(out.data())};

@@ -443,18 +443,22 @@ class StreamStats(_message.Message):
     def __init__(self, id: _Optional[int] = ..., dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., batch_size: _Optional[int] = ..., prefetch: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., queued: _Optional[int] = ..., building: _Optional[int] = ..., shared_batches: _Optional[int] = ..., sharing: bool = ..., counts: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
-    __slots__ = ["dtype", "length", "name", "offset", "shape"]
+    __slots__ = ["dtype", "length", "name", "offset", "offsets_for", "shape", "utf8"]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FOR_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
+    UTF8_FIELD_NUMBER: _ClassVar[int]
     dtype: DType
     length: int
     name: str
     offset: int
+    offsets_for: str
     shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[DType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+    utf8: bool
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[DType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ..., offsets_for: _Optional[str] = ..., utf8: bool = ...) -> None: ...
 
 class WorkerPoolStats(_message.Message):
     __slots__ = ["busy_ns", "queued", "tasks_run", "threads"]
