@@ -1,5 +1,6 @@
 #include "server/metrics/prometheus_collector.h"
 
+#include <deque>
 #include <map>
 #include <set>
 #include <sstream>
@@ -21,7 +22,8 @@ std::vector<ClientMetric::Label> Labels(const service::CounterKey& key) {
           {"transport", key.transport}};
 }
 
-// Appends families in a fixed order; each Add* returns the new family.
+// Appends families in a fixed order; each Add* returns the new family,
+// which stays valid while later ones are added (a deque: no reallocation).
 class Families {
  public:
   MetricFamily& Add(std::string name, std::string help, MetricType type) {
@@ -53,10 +55,13 @@ class Families {
     return m;
   }
 
-  std::vector<MetricFamily> Take() { return std::move(out_); }
+  std::vector<MetricFamily> Take() {
+    return {std::make_move_iterator(out_.begin()),
+            std::make_move_iterator(out_.end())};
+  }
 
  private:
-  std::vector<MetricFamily> out_;
+  std::deque<MetricFamily> out_;
 };
 
 // Present values of the open streams, summed per label set.

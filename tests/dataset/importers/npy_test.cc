@@ -17,9 +17,11 @@ std::string Npy(std::string header, const std::string& data) {
 }
 
 TEST(NpyTest, ReadsDTypeShapeAndData) {
+  // NpyArray::data views the file's bytes: each file outlives its array.
   const std::string data(2 * 3 * 4, '\x01');
-  absl::StatusOr<NpyArray> a = ParseNpy(Npy(
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", data));
+  const std::string f4 = Npy(
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", data);
+  absl::StatusOr<NpyArray> a = ParseNpy(f4);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->dtype, tensor::DType::kFloat32);
   EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 3}));

@@ -100,7 +100,9 @@ TEST(ExampleProtoTest, ReadsBytesPackedAndUnpackedLists) {
       Entry("image/class/label", Field(3, Field(1, Varint(417)))) +
       Entry("ids", Field(3, unpacked)) +
       Entry("bbox", Field(2, Field(1, floats)));
-  absl::StatusOr<ExampleFeatures> e = ParseExample(Field(1, features));
+  // The features view the record's bytes: the record outlives them.
+  const std::string example = Field(1, features);
+  absl::StatusOr<ExampleFeatures> e = ParseExample(example);
   ASSERT_TRUE(e.ok()) << e.status();
   ASSERT_EQ(e->size(), 4u);
   EXPECT_EQ(e->at("image/encoded").bytes.size(), 2u);
