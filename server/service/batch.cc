@@ -6,15 +6,6 @@
 #include <utility>
 
 namespace stoker::service {
-namespace {
-
-size_t AlignUp(size_t n) {
-  return (n + BatchLayout::kAlignment - 1) / BatchLayout::kAlignment *
-         BatchLayout::kAlignment;
-}
-
-}  // namespace
-
 std::unique_ptr<BatchBuffer> HeapBufferSource::Take() {
   if (taken_.fetch_add(1) >= count_) {
     taken_.fetch_sub(1);
@@ -58,7 +49,7 @@ BatchLayout::BatchLayout(std::vector<tensor::OutputSlot> slots,
       batch_size_(batch_size) {
   size_t offset = 0;
   for (size_t t = 0; t < slots_.size(); ++t) {
-    offset = AlignUp(offset);
+    offset = BatchLayout::AlignUp(offset);
     offsets_.push_back(offset);
     offset += RegionBytes(t);
     ragged_ = ragged_ || slots_[t].kind != tensor::OutputSlot::Kind::kDense;
@@ -79,7 +70,7 @@ size_t BatchLayout::RegionBytes(size_t t) const {
 }
 
 HeapBatchBuffer::HeapBatchBuffer(size_t bytes) : bytes_(bytes) {
-  const size_t rounded = AlignUp(std::max<size_t>(bytes, 1));
+  const size_t rounded = BatchLayout::AlignUp(std::max<size_t>(bytes, 1));
   void* p = std::aligned_alloc(BatchLayout::kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();
   data_.reset(static_cast<uint8_t*>(p));
@@ -102,7 +93,7 @@ std::vector<BatchTensor> FinishBatch(const BatchLayout& layout, uint8_t* base,
     const tensor::OutputSlot& slot = layout.slots()[t];
     BatchTensor& bt = tensors[t];
     bt.spec = slot.spec;
-    bt.offset = moves ? AlignUp(end) : layout.Offset(t);
+    bt.offset = moves ? BatchLayout::AlignUp(end) : layout.Offset(t);
     uint8_t* const dst = base + bt.offset;
     switch (slot.kind) {
       case Kind::kDense: {

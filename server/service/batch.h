@@ -42,6 +42,10 @@ namespace stoker::service {
 class BatchLayout {
  public:
   static constexpr size_t kAlignment = 64;
+  // `n` rounded up to kAlignment: where the next tensor of a batch starts.
+  static size_t AlignUp(size_t n) {
+    return (n + kAlignment - 1) / kAlignment * kAlignment;
+  }
 
   BatchLayout(std::vector<tensor::OutputSlot> slots, uint32_t batch_size);
   // Every tensor dense.

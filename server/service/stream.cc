@@ -7,10 +7,10 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "server/pipeline/passthrough.h"
 #include "server/pipeline/sample_rng.h"
+#include "server/service/remote_batch.h"
 #include "server/service/shared_run.h"
 
 namespace stoker::service {
@@ -215,113 +215,22 @@ absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
     b->source = Building::Source::kDelivering;
   }
   // Only this call touches b until it is marked done or given back.
-  absl::Status copied = CopyRemote(b, remote);
+  absl::StatusOr<ReadyBatch> ready =
+      TakeHelperBatch(layout_, b->epoch, b->step, b->ids,
+                      on_corrupt_ == OnCorrupt::kFail, remote,
+                      b->buffer->data(), b->buffer->capacity());
   {
     absl::MutexLock lock(&mu_);
-    if (!copied.ok()) {
+    if (!ready.ok()) {
       // ChunkEnded, which the chunk calls next, builds it here.
       b->source = Building::Source::kRemote;
-      return copied;
+      return ready.status();
     }
+    b->delivered = *std::move(ready);
+    b->remote = true;
     b->done = true;
   }
   NotifyReady();
-  return absl::OkStatus();
-}
-
-absl::Status Stream::CopyRemote(Building* b, const RemoteBatch& remote) {
-  if (remote.epoch != b->epoch || remote.step != b->step) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sent epoch ", remote.epoch, " step ", remote.step, " for epoch ",
-        b->epoch, " step ", b->step));
-  }
-  // The helper's plan must be this stream's: each id of the step is either
-  // delivered or skipped, in the step's order.
-  size_t kept = 0;
-  size_t skipped = 0;
-  for (uint64_t id : b->ids) {
-    if (kept < remote.sample_ids.size() && remote.sample_ids[kept] == id) {
-      ++kept;
-    } else if (skipped < remote.skipped_ids.size() &&
-               remote.skipped_ids[skipped] == id) {
-      ++skipped;
-    } else {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "its batch for epoch ", b->epoch, " step ", b->step,
-          " does not hold sample ", id, " where this daemon's plan has it"));
-    }
-  }
-  if (kept != remote.sample_ids.size() ||
-      skipped != remote.skipped_ids.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "its batch for epoch ", b->epoch, " step ", b->step,
-        " holds samples this daemon's plan does not"));
-  }
-  // Under on_corrupt: fail, a sample the helper skipped is rebuilt here,
-  // where the corrupt record fails the stream with its own message.
-  if (!remote.skipped_ids.empty() && on_corrupt_ == OnCorrupt::kFail) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "it skipped samples ", absl::StrJoin(remote.skipped_ids, ","),
-        " as corrupt, and on_corrupt is fail"));
-  }
-  // Each of this daemon's outputs, in its order and of its type, packed as
-  // FinishBatch packs a batch: 64-byte aligned, back to back.
-  const int64_t n = static_cast<int64_t>(kept);
-  const std::vector<tensor::OutputSlot>& slots = layout_.slots();
-  if (remote.tensors.size() != slots.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "it sent ", remote.tensors.size(), " tensors where this daemon's "
-        "pipeline outputs ", slots.size(), " (another pipeline definition?)"));
-  }
-  std::vector<BatchTensor> tensors;
-  size_t end = 0;
-  for (size_t t = 0; t < slots.size(); ++t) {
-    const tensor::OutputSlot& slot = slots[t];
-    const RemoteTensor* r = nullptr;
-    for (const RemoteTensor& candidate : remote.tensors) {
-      if (candidate.name == slot.spec.name) r = &candidate;
-    }
-    std::vector<int64_t> shape = {n};
-    shape.insert(shape.end(), slot.spec.shape.begin(), slot.spec.shape.end());
-    bool fits = r != nullptr && r->dtype == slot.spec.dtype;
-    if (fits && slot.kind == tensor::OutputSlot::Kind::kRagged) {
-      // Any number of rows that the samples' room holds.
-      const int64_t max_rows =
-          n * static_cast<int64_t>(slot.max_sample_bytes / slot.row_bytes);
-      shape.erase(shape.begin());
-      fits = !r->shape.empty() && r->shape[0] >= 0 && r->shape[0] <= max_rows;
-      if (fits) shape[0] = r->shape[0];
-    } else if (fits && slot.kind == tensor::OutputSlot::Kind::kOffsets) {
-      shape = {n + 1};
-    }
-    fits = fits && r->shape == shape;
-    tensor::TensorSpec spec = slot.spec;
-    spec.shape = shape;
-    if (!fits || r->size != spec.bytes()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "its tensor '", slot.spec.name,
-          "' is not this daemon's output of that name (another pipeline "
-          "definition?)"));
-    }
-    const size_t offset = (end + BatchLayout::kAlignment - 1) /
-                          BatchLayout::kAlignment * BatchLayout::kAlignment;
-    if (offset + r->size > b->buffer->capacity()) {
-      return absl::FailedPreconditionError(
-          "its batch is larger than this daemon's batch buffer");
-    }
-    std::memcpy(b->buffer->data() + offset, r->data, r->size);
-    tensors.push_back(BatchTensor{std::move(spec), offset, r->size});
-    end = offset + r->size;
-  }
-  ReadyBatch ready;
-  ready.epoch = b->epoch;
-  ready.step = b->step;
-  ready.sample_ids = remote.sample_ids;
-  ready.skipped_ids = remote.skipped_ids;
-  ready.tensors = std::move(tensors);
-  ready.bytes = end;
-  b->delivered = std::move(ready);
-  b->remote = true;
   return absl::OkStatus();
 }
 

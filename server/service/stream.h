@@ -218,9 +218,6 @@ class Stream : public BatchSource,
   // it falls in the open one or starts a new one the placer places.
   void PlaceLocked(Building* batch, uint64_t pos)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Checks that a helper's batch is the one `batch` would be and copies it
-  // into batch's buffer; FailedPrecondition naming the difference.
-  absl::Status CopyRemote(Building* batch, const RemoteBatch& remote);
 
   // Constant after construction.
   const StreamSpec spec_;

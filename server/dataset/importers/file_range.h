@@ -36,6 +36,21 @@ class RangeFile {
   int fd_ = -1;
 };
 
+// Opens the shard `path` (`size` bytes) once and lists it with
+// `list(read, size)`, `read` reading byte ranges of it: the shape of
+// ListTar and ListTfRecords. An open error names no path.
+template <typename Listing, typename Lister>
+absl::StatusOr<Listing> ListShardFile(const std::string& path, uint64_t size,
+                                      Lister list) {
+  RangeFile file;
+  if (absl::Status opened = file.Open(path); !opened.ok()) return opened;
+  return list(
+      [&file](uint64_t offset, uint64_t n, std::string* out) {
+        return file.Read(offset, n, out);
+      },
+      size);
+}
+
 // Reads `size` bytes at `offset` of `path` into `out`. DataLoss if the
 // file is shorter (truncated since it was listed), an errno status
 // otherwise; messages do not name the path.

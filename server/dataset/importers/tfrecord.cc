@@ -87,17 +87,8 @@ class TfRecordImporter final : public Importer {
       std::error_code ec;
       const uint64_t size = std::filesystem::file_size(path, ec);
       if (ec) return absl::NotFoundError(absl::StrCat("cannot stat ", path));
-      RangeFile file;
-      absl::StatusOr<TfRecordListing> records = absl::UnknownError("");
-      if (absl::Status opened = file.Open(path); !opened.ok()) {
-        records = opened;
-      } else {
-        records = ListTfRecords(
-            [&file](uint64_t off, uint64_t n, std::string* o) {
-              return file.Read(off, n, o);
-            },
-            size);
-      }
+      absl::StatusOr<TfRecordListing> records =
+          ListShardFile<TfRecordListing>(path, size, ListTfRecords);
       if (!records.ok()) {
         return absl::Status(records.status().code(),
                             absl::StrCat(path, ": ", records.status().message()));

@@ -73,17 +73,8 @@ class WebDatasetImporter final : public Importer {
       std::error_code ec;
       const uint64_t size = std::filesystem::file_size(path, ec);
       if (ec) return absl::NotFoundError(absl::StrCat("cannot stat ", path));
-      RangeFile file;
-      absl::StatusOr<TarListing> tar = absl::UnknownError("");
-      if (absl::Status opened = file.Open(path); !opened.ok()) {
-        tar = opened;
-      } else {
-        tar = ListTar(
-            [&file](uint64_t off, uint64_t n, std::string* out) {
-              return file.Read(off, n, out);
-            },
-            size);
-      }
+      absl::StatusOr<TarListing> tar =
+          ListShardFile<TarListing>(path, size, ListTar);
       if (!tar.ok()) {
         // One broken shard: its earlier samples are lost too, since its
         // headers cannot be trusted; the others still pack.

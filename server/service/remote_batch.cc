@@ -1,0 +1,110 @@
+#include "server/service/remote_batch.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace stoker::service {
+
+absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
+                                           uint64_t epoch, uint64_t step,
+                                           const std::vector<uint64_t>& ids,
+                                           bool fail_on_corrupt,
+                                           const RemoteBatch& remote,
+                                           uint8_t* dst, size_t capacity) {
+  if (remote.epoch != epoch || remote.step != step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sent epoch ", remote.epoch, " step ", remote.step, " for epoch ",
+        epoch, " step ", step));
+  }
+  // The helper's plan must be this stream's: each id of the step is either
+  // delivered or skipped, in the step's order.
+  size_t kept = 0;
+  size_t skipped = 0;
+  for (uint64_t id : ids) {
+    if (kept < remote.sample_ids.size() && remote.sample_ids[kept] == id) {
+      ++kept;
+    } else if (skipped < remote.skipped_ids.size() &&
+               remote.skipped_ids[skipped] == id) {
+      ++skipped;
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "its batch for epoch ", epoch, " step ", step,
+          " does not hold sample ", id, " where this daemon's plan has it"));
+    }
+  }
+  if (kept != remote.sample_ids.size() ||
+      skipped != remote.skipped_ids.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "its batch for epoch ", epoch, " step ", step,
+        " holds samples this daemon's plan does not"));
+  }
+  // Under on_corrupt: fail, a sample the helper skipped is rebuilt here,
+  // where the corrupt record fails the stream with its own message.
+  if (!remote.skipped_ids.empty() && fail_on_corrupt) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it skipped samples ", absl::StrJoin(remote.skipped_ids, ","),
+        " as corrupt, and on_corrupt is fail"));
+  }
+  // Each of this daemon's outputs, in its order and of its type, packed as
+  // FinishBatch packs a batch: 64-byte aligned, back to back.
+  const int64_t n = static_cast<int64_t>(kept);
+  const std::vector<tensor::OutputSlot>& slots = layout.slots();
+  if (remote.tensors.size() != slots.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it sent ", remote.tensors.size(), " tensors where this daemon's "
+        "pipeline outputs ", slots.size(), " (another pipeline definition?)"));
+  }
+  std::vector<BatchTensor> tensors;
+  size_t end = 0;
+  for (size_t t = 0; t < slots.size(); ++t) {
+    const tensor::OutputSlot& slot = slots[t];
+    const RemoteTensor* r = nullptr;
+    for (const RemoteTensor& candidate : remote.tensors) {
+      if (candidate.name == slot.spec.name) r = &candidate;
+    }
+    std::vector<int64_t> shape = {n};
+    shape.insert(shape.end(), slot.spec.shape.begin(), slot.spec.shape.end());
+    bool fits = r != nullptr && r->dtype == slot.spec.dtype;
+    if (fits && slot.kind == tensor::OutputSlot::Kind::kRagged) {
+      // Any number of rows that the samples' room holds.
+      const int64_t max_rows =
+          n * static_cast<int64_t>(slot.max_sample_bytes / slot.row_bytes);
+      shape.erase(shape.begin());
+      fits = !r->shape.empty() && r->shape[0] >= 0 && r->shape[0] <= max_rows;
+      if (fits) shape[0] = r->shape[0];
+    } else if (fits && slot.kind == tensor::OutputSlot::Kind::kOffsets) {
+      shape = {n + 1};
+    }
+    fits = fits && r->shape == shape;
+    tensor::TensorSpec spec = slot.spec;
+    spec.shape = shape;
+    if (!fits || r->size != spec.bytes()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "its tensor '", slot.spec.name,
+          "' is not this daemon's output of that name (another pipeline "
+          "definition?)"));
+    }
+    const size_t offset = BatchLayout::AlignUp(end);
+    if (offset + r->size > capacity) {
+      return absl::FailedPreconditionError(
+          "its batch is larger than this daemon's batch buffer");
+    }
+    std::memcpy(dst + offset, r->data, r->size);
+    tensors.push_back(BatchTensor{std::move(spec), offset, r->size});
+    end = offset + r->size;
+  }
+  ReadyBatch ready;
+  ready.epoch = epoch;
+  ready.step = step;
+  ready.sample_ids = remote.sample_ids;
+  ready.skipped_ids = remote.skipped_ids;
+  ready.tensors = std::move(tensors);
+  ready.bytes = end;
+  return ready;
+}
+
+}  // namespace stoker::service

@@ -1,0 +1,35 @@
+// TakeHelperBatch: a batch a helper daemon built (remote_source.h), checked
+// against what this daemon would have built at that position and packed
+// into this daemon's buffer as FinishBatch packs its own.
+//
+// Thread-safety: a function over its arguments.
+#ifndef STOKER_SERVER_SERVICE_REMOTE_BATCH_H_
+#define STOKER_SERVER_SERVICE_REMOTE_BATCH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/service/batch.h"
+#include "server/service/remote_source.h"
+
+namespace stoker::service {
+
+// Copies `remote` into `dst` (of `capacity` bytes) and describes it, if it
+// is the batch of (epoch, step) whose samples are `ids` in `layout`: each
+// id delivered or skipped in order, and each of the layout's tensors there
+// with its name, dtype and shape (ragged values: any row count the
+// samples' room holds). FailedPrecondition naming the difference
+// otherwise, and, when `fail_on_corrupt`, for a batch with skipped ids
+// (this daemon rebuilds it, so that its own read names the bad record).
+absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
+                                           uint64_t epoch, uint64_t step,
+                                           const std::vector<uint64_t>& ids,
+                                           bool fail_on_corrupt,
+                                           const RemoteBatch& remote,
+                                           uint8_t* dst, size_t capacity);
+
+}  // namespace stoker::service
+
+#endif  // STOKER_SERVER_SERVICE_REMOTE_BATCH_H_

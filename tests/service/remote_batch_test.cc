@@ -1,0 +1,90 @@
+#include "server/service/remote_batch.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace stoker::service {
+namespace {
+
+using tensor::DType;
+using tensor::TensorSpec;
+using ::testing::HasSubstr;
+
+// image uint8 [2] and label int64 [] per sample, batches of 3.
+BatchLayout Layout() {
+  TensorSpec image;
+  image.name = "image";
+  image.dtype = DType::kUint8;
+  image.shape = {2};
+  TensorSpec label;
+  label.name = "label";
+  label.dtype = DType::kInt64;
+  return BatchLayout(std::vector<TensorSpec>{image, label}, 3);
+}
+
+// A helper's batch of samples {10, 12} with 11 skipped.
+struct Helper {
+  std::string image = "abcd";
+  std::vector<int64_t> labels = {1, 2};
+  RemoteBatch batch;
+  Helper() {
+    batch.epoch = 1;
+    batch.step = 4;
+    batch.sample_ids = {10, 12};
+    batch.skipped_ids = {11};
+    batch.tensors.push_back(
+        {"image", DType::kUint8, {2, 2},
+         reinterpret_cast<const uint8_t*>(image.data()), image.size()});
+    batch.tensors.push_back(
+        {"label", DType::kInt64, {2},
+         reinterpret_cast<const uint8_t*>(labels.data()), 16});
+  }
+};
+
+const std::vector<uint64_t> kIds = {10, 11, 12};
+
+TEST(TakeHelperBatchTest, PacksTheBatchAsThisDaemonWould) {
+  Helper h;
+  std::vector<uint8_t> buffer(Layout().Capacity());
+  absl::StatusOr<ReadyBatch> ready = TakeHelperBatch(
+      Layout(), 1, 4, kIds, false, h.batch, buffer.data(), buffer.size());
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->skipped_ids, std::vector<uint64_t>{11});
+  ASSERT_EQ(ready->tensors.size(), 2u);
+  EXPECT_EQ(ready->tensors[0].offset, 0u);
+  EXPECT_EQ(ready->tensors[1].offset, 64u);  // Aligned as FinishBatch does.
+  EXPECT_EQ(ready->tensors[1].spec.shape, std::vector<int64_t>{2});
+  EXPECT_EQ(ready->bytes, 80u);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buffer.data()), 4), "abcd");
+  int64_t second = 0;
+  std::memcpy(&second, buffer.data() + 72, 8);
+  EXPECT_EQ(second, 2);
+}
+
+TEST(TakeHelperBatchTest, RefusesAnotherPlanPositionOrPipeline) {
+  std::vector<uint8_t> buffer(Layout().Capacity());
+  auto take = [&](const RemoteBatch& b, bool fail_on_corrupt = false) {
+    return TakeHelperBatch(Layout(), 1, 4, kIds, fail_on_corrupt, b,
+                           buffer.data(), buffer.size())
+        .status();
+  };
+  Helper other_ids;
+  other_ids.batch.sample_ids = {10, 13};
+  EXPECT_THAT(take(other_ids.batch).message(), HasSubstr("sample 12"));
+  Helper other_step;
+  other_step.batch.step = 5;
+  EXPECT_THAT(take(other_step.batch).message(), HasSubstr("step 5"));
+  Helper other_shape;
+  other_shape.batch.tensors[0].shape = {2, 1, 2};
+  EXPECT_THAT(take(other_shape.batch).message(), HasSubstr("tensor 'image'"));
+  Helper skipped;
+  EXPECT_THAT(take(skipped.batch, /*fail_on_corrupt=*/true).message(),
+              HasSubstr("on_corrupt is fail"));
+}
+
+}  // namespace
+}  // namespace stoker::service
