@@ -227,6 +227,34 @@ void ApplyAugmentOp(const ImageBuffer& image, AugmentOp op, double magnitude,
   }
 }
 
+bool IsPositional(AugmentOp op) {
+  switch (op) {
+    case Op::kShearX:
+    case Op::kShearY:
+    case Op::kTranslateX:
+    case Op::kTranslateY:
+    case Op::kRotate:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ApplyAugmentOp(const PixelTargets& targets, AugmentOp op, double magnitude,
+                    kernels::WarpInterpolation interpolation,
+                    const kernels::WarpFill& fill) {
+  if (!IsPositional(op)) {
+    return ApplyAugmentOp(targets.main(), op, magnitude, interpolation, fill);
+  }
+  targets.ForEachSpatial(interpolation, fill,
+                         [&](const ImageBuffer& image,
+                             kernels::WarpInterpolation field_interpolation,
+                             const kernels::WarpFill& field_fill) {
+                           ApplyAugmentOp(image, op, magnitude,
+                                          field_interpolation, field_fill);
+                         });
+}
+
 AugmentChoice DrawTrivialAugment(int num_bins, SampleRng& rng) {
   const absl::Span<const AugmentOpInfo> ops =
       SpaceOps(AugmentSpace::kTrivialAugmentWide);

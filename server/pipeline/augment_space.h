@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "server/pipeline/image_buffer.h"
 #include "server/pipeline/kernels/warp.h"
+#include "server/pipeline/op.h"
 #include "server/pipeline/sample_rng.h"
 
 namespace stoker::pipeline {
@@ -73,6 +74,17 @@ double Magnitude(AugmentSpace space, AugmentOp op, double level, int num_bins,
 // torchvision's _apply_op(img, op, magnitude, interpolation, fill) on the
 // image in place. `magnitude` is signed already.
 void ApplyAugmentOp(const ImageBuffer& image, AugmentOp op, double magnitude,
+                    kernels::WarpInterpolation interpolation,
+                    const kernels::WarpFill& fill);
+
+// Whether `op` moves pixels (the shears, translations and rotation), so
+// that every spatial field of a sample must undergo it, not only the image.
+bool IsPositional(AugmentOp op);
+
+// ApplyAugmentOp on a sample's fields: a positional op on every spatial
+// field (PixelTargets::ForEachSpatial: a mask with nearest and its own
+// fill), a colour op on targets.main() only.
+void ApplyAugmentOp(const PixelTargets& targets, AugmentOp op, double magnitude,
                     kernels::WarpInterpolation interpolation,
                     const kernels::WarpFill& fill);
 

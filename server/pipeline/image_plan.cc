@@ -124,11 +124,14 @@ RenderPlan PlanRender(int source_width, int source_height, const View& view,
 
 absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
                                        uint8_t* dst, RenderBuffers* buffers,
-                                       StageTimes* times) {
+                                       StageTimes* times, bool nearest) {
   KeepOpenCvOnCallingThread();
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
+  // A DCT scale averages 8/M pixels, as BoxReduce does: class ids must not
+  // be averaged, so a nearest field decodes at full size.
   const RenderPlan plan =
-      PlanRender(decoder->width(), decoder->height(), view, decoder->scales());
+      PlanRender(decoder->width(), decoder->height(), view,
+                 nearest ? ScaleSet::Only8() : decoder->scales());
   cv::Mat window;
   if (!plan.empty()) {
     DecodedWindow& decoded = buffers->decoded;
@@ -156,7 +159,7 @@ absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
   // decode, and 8.6% of train samples need it (docs/performance.md). The
   // columns or rows past the last whole group of k are dropped, which moves
   // that edge by less than one output pixel.
-  if (!window.empty()) {
+  if (!window.empty() && !nearest) {
     const int kx = std::max(1, window.cols / region.width);
     const int ky = std::max(1, window.rows / region.height);
     if ((kx > 1 || ky > 1) && kx * ky <= kMaxBoxArea) {
@@ -189,7 +192,11 @@ absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
     if (window.size() == target.size()) {
       window.copyTo(target);
     } else {
-      cv::resize(window, target, target.size(), 0, 0, cv::INTER_LINEAR);
+      // INTER_NEAREST_EXACT samples the source pixel under each output
+      // pixel's centre, the convention INTER_LINEAR interpolates at, so a
+      // nearest field lands where the image beside it does.
+      cv::resize(window, target, target.size(), 0, 0,
+                 nearest ? cv::INTER_NEAREST_EXACT : cv::INTER_LINEAR);
     }
   }
   if (times != nullptr) {

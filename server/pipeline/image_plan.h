@@ -91,11 +91,13 @@ struct RenderBuffers {
 // else into `buffers`: the decoded window itself when it already has the
 // output size, else a new output-size buffer. Returns where the image is.
 // Adds decode and augment times to *times when not null. DataLoss when the
-// image is undecodable.
+// image is undecodable. With `nearest` (a mask of class ids) no pixel is
+// averaged: the decode is at full size, nothing is box-reduced, and each
+// output pixel takes the source pixel under its centre (INTER_NEAREST_EXACT).
 // REQUIRES: decoder->ReadHeader succeeded and nothing else was decoded.
 absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
                                        uint8_t* dst, RenderBuffers* buffers,
-                                       StageTimes* times);
+                                       StageTimes* times, bool nearest = false);
 
 // Mirrors `image` left-right in place.
 void MirrorInPlace(const ImageBuffer& image);

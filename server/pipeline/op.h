@@ -34,8 +34,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "server/pipeline/image_buffer.h"
 #include "server/pipeline/image_plan.h"
+#include "server/pipeline/kernels/warp.h"
 #include "server/pipeline/pixel_convert.h"
 #include "server/pipeline/sample_rng.h"
 #include "server/tensor/dtype.h"
@@ -72,9 +74,20 @@ struct SizeEffect {
 
 // A decode op: the record field that holds an encoded image. The pipeline
 // picks the decoder by the bytes' content and points the View at the whole
-// image.
+// image. A pipeline may decode several spatial fields (an image and its
+// segmentation mask): they share the View, so every geometry op makes one
+// choice for all of them, and each becomes its own output.
 struct DecodeSpec {
   std::string field;
+  // interpolation: nearest. The field holds class ids (a mask): it is
+  // rendered and warped without averaging (no DCT scaling, no box filter,
+  // INTER_NEAREST_EXACT), written as uint8 whatever normalize says, and no
+  // pixel or tensor op may bind it.
+  bool nearest = false;
+  // What warps bound to another field fill this field's outside pixels
+  // with. nullopt: 0 for a nearest field (torchvision's fill for a Mask),
+  // the warp's own fill otherwise.
+  kernels::WarpFill fill;
 };
 
 // What a ragged field whose value is longer than its ragged_limit does.
@@ -104,16 +117,62 @@ class GeometryOp {
   virtual absl::Status Apply(View& view, SampleRng& rng) const = 0;
 };
 
+// One rendered spatial field of a sample, as a positional pixel op sees it.
+struct SpatialImage {
+  ImageBuffer image;
+  bool nearest = false;    // DecodeSpec::nearest.
+  kernels::WarpFill fill;  // DecodeSpec::fill.
+};
+
 // What a pixel op works on: the rendered, output-size image of the field it
-// is bound to, uint8 HWC. Borrowed for one Apply; the op may change every
-// pixel in place but not the size.
+// is bound to (main), uint8 HWC, and for positional ops (warps) every
+// spatial field of the sample, all of one size. Borrowed for one Apply; the
+// op may change every pixel in place but not the size. A colour op touches
+// main() only; a warp draws once and applies the same warp to each field
+// through ForEachSpatial, so an image and its mask stay aligned.
 class PixelTargets {
  public:
-  explicit PixelTargets(const ImageBuffer& main) : main_(main) {}
-  const ImageBuffer& main() const { return main_; }
+  // The sample has one spatial field.
+  explicit PixelTargets(const ImageBuffer& main)
+      : single_{main, false, std::nullopt}, spatial_(&single_, 1), main_(0) {}
+  // `spatial` holds every spatial field, `main` the bound one's index.
+  // Borrows `spatial` for the object's life.
+  PixelTargets(absl::Span<const SpatialImage> spatial, int main)
+      : spatial_(spatial), main_(main) {}
+
+  // spatial_ may point at single_.
+  PixelTargets(const PixelTargets&) = delete;
+  PixelTargets& operator=(const PixelTargets&) = delete;
+
+  const ImageBuffer& main() const { return spatial_[main_].image; }
+  absl::Span<const SpatialImage> spatial() const { return spatial_; }
+
+  // Calls warp(image, interpolation, fill) on main() with the op's
+  // `interpolation` and `fill`, then on every other spatial field with its
+  // own: nearest for a nearest field, else the op's; its DecodeSpec::fill
+  // when given, else 0 for a nearest field and the op's fill otherwise.
+  template <typename Warp>
+  void ForEachSpatial(kernels::WarpInterpolation interpolation,
+                      const kernels::WarpFill& fill, const Warp& warp) const {
+    warp(main(), interpolation, fill);
+    for (size_t i = 0; i < spatial_.size(); ++i) {
+      if (static_cast<int>(i) == main_) continue;
+      const SpatialImage& other = spatial_[i];
+      kernels::WarpFill other_fill = other.fill;
+      if (!other_fill) {
+        other_fill =
+            other.nearest ? kernels::WarpFill(std::array<float, 3>{}) : fill;
+      }
+      warp(other.image,
+           other.nearest ? kernels::WarpInterpolation::kNearest : interpolation,
+           other_fill);
+    }
+  }
 
  private:
-  ImageBuffer main_;
+  SpatialImage single_;
+  absl::Span<const SpatialImage> spatial_;
+  int main_;
 };
 
 class PixelOp {

@@ -90,8 +90,8 @@ std::string OrderProblem(size_t index, OpKind kind, OpKind previous,
     return "out of order: the first op must be decode_image (or, for a "
            "pipeline that decodes nothing, drop_fields or ragged_limit)";
   }
-  if (index > 0 && kind == OpKind::kDecode) {
-    return "out of order: decode_image must be the first op, and only once";
+  if (index > 0 && kind == OpKind::kDecode && previous != OpKind::kDecode) {
+    return "out of order: decode ops come first, before every other op";
   }
   if (!decoded && kind > OpKind::kFields) {
     return "out of order: a pipeline without decode_image passes its fields "
@@ -114,6 +114,32 @@ int SlotOf(const std::vector<DecodeSpec>& decodes, const std::string& field) {
     if (decodes[i].field == field) return static_cast<int>(i);
   }
   return -1;
+}
+
+// The format a decoded field is written in: the pipeline's for an image; a
+// nearest field (class ids) stays uint8, in the pipeline's layout.
+OutputFormat FieldFormat(const OutputFormat& format, const DecodeSpec& decode) {
+  if (!decode.nearest) return format;
+  OutputFormat ids;
+  ids.layout = format.layout;
+  return ids;
+}
+
+// DataLoss unless the spatial field in `slot` has the size of the first
+// one, whose size the view was made from ("field 'mask' is 500x375,
+// 'image' is 500x376"); Dataset::Read adds dataset, shard and key.
+absl::Status CheckSameSize(SampleState& state,
+                           const std::vector<DecodeSpec>& decodes, int slot) {
+  const ImageDecoder* first = state.field(0).decoder;
+  const ImageDecoder* decoder = state.field(slot).decoder;
+  if (decoder->width() == first->width() &&
+      decoder->height() == first->height()) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(
+      "field '", decodes[slot].field, "' is ", decoder->width(), "x",
+      decoder->height(), ", '", decodes[0].field, "' is ", first->width(), "x",
+      first->height(), "; spatial fields of a sample must have one size"));
 }
 
 }  // namespace
@@ -165,6 +191,7 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
                              std::vector<tensor::OutputSlot> slots)
     : steps_(std::move(steps)),
       converter_(format),
+      ids_converter_(FieldFormat(format, DecodeSpec{"", true})),
       max_decode_pixels_(max_decode_pixels),
       num_fields_(num_fields),
       image_fields_(std::move(image_fields)),
@@ -173,6 +200,10 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
       outputs_(SpecsOf(slots_)) {}
 
 BoundPipeline::~BoundPipeline() = default;
+
+const PixelConverter& BoundPipeline::ConverterOf(int slot) const {
+  return steps_->decodes[slot].nearest ? ids_converter_ : converter_;
+}
 
 absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
                                 SampleRng& rng, absl::Span<uint8_t* const> dst,
@@ -185,6 +216,7 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
   }
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
   const int num_images = static_cast<int>(image_fields_.size());
+  const std::vector<DecodeSpec>& decodes = steps_->decodes;
   DecoderSet decoders(max_decode_pixels_);
   SampleState state(num_images);
   for (int slot = 0; slot < num_images; ++slot) {
@@ -195,6 +227,8 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
     field.decoder = *decoder;
     if (slot == 0) {
       state.view() = FullView(field.decoder->width(), field.decoder->height());
+    } else if (absl::Status s = CheckSameSize(state, decodes, slot); !s.ok()) {
+      return s;
     }
   }
   for (const std::unique_ptr<GeometryOp>& op : steps_->geometry) {
@@ -208,32 +242,45 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
   for (int slot = 0; slot < num_images; ++slot) {
     ImageField& field = state.field(slot);
     // A uint8 HWC output is the rendered image itself: render into it.
-    absl::StatusOr<ImageBuffer> rendered = RenderView(
-        view, field.decoder, converter_.is_passthrough() ? dst[slot] : nullptr,
-        &buffers[slot], times);
+    absl::StatusOr<ImageBuffer> rendered =
+        RenderView(view, field.decoder,
+                   ConverterOf(slot).is_passthrough() ? dst[slot] : nullptr,
+                   &buffers[slot], times, decodes[slot].nearest);
     if (!rendered.ok()) return rendered.status();
     field.rendered = *rendered;
     field.flip_pending = view.flip;
   }
   if (!steps_->pixel.empty()) {
     const int64_t pixel_ns = times != nullptr ? NowNs() : 0;
+    // With several spatial fields a positional op moves them all.
+    absl::InlinedVector<SpatialImage, 1> spatial;
+    if (num_images > 1) {
+      for (int slot = 0; slot < num_images; ++slot) {
+        spatial.push_back({state.field(slot).rendered, decodes[slot].nearest,
+                           decodes[slot].fill});
+      }
+    }
     for (const PipelineSteps::Bound<PixelOp>& step : steps_->pixel) {
-      ImageField& field = state.field(step.slot);
-      if (field.flip_pending && !step.op->flip_invariant()) {
-        MirrorInPlace(field.rendered);
-        field.flip_pending = false;
+      if (!step.op->flip_invariant()) {
+        // The flip is one for all fields: mirror each before the op.
+        for (ImageField& field : state.spatial()) {
+          if (!field.flip_pending) continue;
+          MirrorInPlace(field.rendered);
+          field.flip_pending = false;
+        }
       }
-      if (absl::Status s = step.op->Apply(PixelTargets(field.rendered), rng);
-          !s.ok()) {
-        return s;
-      }
+      const absl::Status s =
+          num_images > 1
+              ? step.op->Apply(PixelTargets(spatial, step.slot), rng)
+              : step.op->Apply(PixelTargets(state.field(0).rendered), rng);
+      if (!s.ok()) return s;
     }
     if (times != nullptr) times->augment_ns += NowNs() - pixel_ns;
   }
   for (int slot = 0; slot < num_images; ++slot) {
     const ImageField& field = state.field(slot);
-    WriteRendered(field.rendered, field.flip_pending, converter_, dst[slot],
-                  times);
+    WriteRendered(field.rendered, field.flip_pending, ConverterOf(slot),
+                  dst[slot], times);
   }
   if (!steps_->tensor.empty()) {
     const int64_t tensor_ns = times != nullptr ? NowNs() : 0;
@@ -323,11 +370,24 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
         return OpError(i, absl::StrCat(context, "field '", field,
                                        "' is not decoded by any decode op"));
       }
+      if (steps->decodes[slot].nearest) {
+        return OpError(
+            i, absl::StrCat(context, "field '", field,
+                            "' is decoded with interpolation: nearest (class "
+                            "ids), which pixel and tensor ops do not work on; "
+                            "bind the op to an image field (a warp bound to "
+                            "the image moves the mask with it)"));
+      }
     }
     absl::Status status = std::visit(
         [&](auto& alternative) -> absl::Status {
           using T = std::decay_t<decltype(alternative)>;
           if constexpr (std::is_same_v<T, DecodeSpec>) {
+            if (SlotOf(steps->decodes, alternative.field) >= 0) {
+              return absl::InvalidArgumentError(
+                  absl::StrCat("field '", alternative.field,
+                               "' is already decoded by an earlier decode op"));
+            }
             size = {SizeEffect::kVaries};
             steps->decodes.push_back(std::move(alternative));
           } else if constexpr (std::is_same_v<T, FieldSelection>) {
@@ -393,9 +453,10 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     }
     image_fields.push_back(index);
     bound[index] = true;
+    const OutputFormat format = FieldFormat(format_, decode);
     slots.push_back(tensor::OutputSlot::Dense(
-        {decode.field, format_.dtype,
-         ImageShape(format_, out_height_, out_width_)}));
+        {decode.field, format.dtype,
+         ImageShape(format, out_height_, out_width_)}));
   }
   std::vector<PassthroughField> passthrough;
   if (absl::Status s = BindPassthrough(schema, bound, steps_->selections,

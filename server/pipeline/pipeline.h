@@ -5,6 +5,9 @@
 // Per sample, Run reads the image's header, hands the geometry ops the
 // sample's View and generator, renders the view once (image_plan.h), runs
 // the pixel ops on the rendered image, writes it into the caller's buffer,
+// (with several decoded spatial fields, an image and its mask: each of
+// them, from the one View, after checking they have one size; warps move
+// them all, colour ops only the field they name),
 // runs the tensor ops there, and copies every field that no op binds (a
 // label, a token array, a caption) into its slot after it: the pass-through
 // (passthrough.h). Format ops (normalize, layout) do not depend on the
@@ -97,8 +100,9 @@ class BoundPipeline {
  public:
   ~BoundPipeline();
 
-  // Per sample: each decoded image ("image" unless decode_image names
-  // another field), then each pass-through field in schema order (ragged
+  // Per sample: each decoded image, in decode op order and named after its
+  // field (a nearest field as uint8 in the pipeline's layout, whatever
+  // normalize says), then each pass-through field in schema order (ragged
   // ones as values, then "<name>.offsets").
   const std::vector<tensor::TensorSpec>& outputs() const { return outputs_; }
   // The outputs with what each takes in a batch (service::BatchLayout).
@@ -111,7 +115,8 @@ class BoundPipeline {
   // not null. DataLoss for an undecodable image or a field of the wrong
   // size; for a ragged value over its ragged_limit, as the limit's
   // overflow says (see RaggedOverflowOf); InvalidArgument for a wrong
-  // number of fields or buffers.
+  // number of fields or buffers. Spatial fields of different sizes are
+  // DataLoss naming both ("field 'mask' is 200x151, 'image' is 200x150").
   absl::Status Run(absl::Span<const std::string_view> fields, SampleRng& rng,
                    absl::Span<uint8_t* const> dst, StageTimes* times) const;
 
@@ -127,7 +132,11 @@ class BoundPipeline {
   // Shared with the Pipeline, so that a bound pipeline stays valid when
   // the config that made it is reloaded and the Pipeline destroyed.
   const std::shared_ptr<const PipelineSteps> steps_;
+  // The image fields' converter; the nearest fields' (uint8, same layout).
+  const PixelConverter& ConverterOf(int slot) const;
+
   const PixelConverter converter_;
+  const PixelConverter ids_converter_;
   const int64_t max_decode_pixels_;
   const size_t num_fields_;
   // The record field of each decoded image, in decode op order.
@@ -141,11 +150,13 @@ class Pipeline {
  public:
   // Builds the ops named in `ops` from OpRegistry::Global(). InvalidArgument
   // naming the pipeline, the op, its index and its line (when > 0) for an
-  // unknown op, bad arguments, an op out of order (decode_image first, then
+  // unknown op, bad arguments, an op out of order (decode ops first, at most
+  // one per field, then
   // fields ops (drop_fields, ragged_limit), geometry, pixel, format
   // (normalize, layout) and tensor ops; a pipeline of fields ops alone
   // decodes nothing and passes every field through), a pixel or
-  // tensor op bound to a field no decode op decodes, or an output size that
+  // tensor op bound to a field no decode op decodes or to one decoded with
+  // interpolation: nearest (a mask), or an output size that
   // is not fixed (the geometry ops must end with random_resized_crop,
   // center_crop or resize [h, w]). An image over `max_decode_pixels` (width x
   // height, read from its header; limits.max_decode_pixels) is DataLoss. An

@@ -30,9 +30,15 @@ absl::Status WarpOp::Apply(const PixelTargets& targets, SampleRng& rng) const {
   const double scale = ranges_.scale ? Draw(*ranges_.scale, rng) : 1.0;
   const double shear_x = Draw(ranges_.shear_x, rng);
   const double shear_y = Draw(ranges_.shear_y, rng);
-  kernels::Affine(image, ranges_.counter_clockwise ? -angle : angle, tx, ty,
-                  scale, shear_x, shear_y, common_.interpolation, common_.fill,
-                  common_.center);
+  // One draw, the same warp on every spatial field (a mask with nearest).
+  targets.ForEachSpatial(
+      common_.interpolation, common_.fill,
+      [&](const ImageBuffer& target, kernels::WarpInterpolation interpolation,
+          const kernels::WarpFill& fill) {
+        kernels::Affine(target, ranges_.counter_clockwise ? -angle : angle, tx,
+                        ty, scale, shear_x, shear_y, interpolation, fill,
+                        common_.center);
+      });
   return absl::OkStatus();
 }
 
@@ -69,23 +75,30 @@ std::vector<ArgSpec> PolicyWarpArgs() {
   return args;
 }
 
+absl::StatusOr<kernels::WarpFill> ReadFillArg(absl::string_view op,
+                                              const OpArgs& args) {
+  const auto* fill = FindArg<std::vector<double>>(args, "fill");
+  if (fill == nullptr) return kernels::WarpFill();
+  if (fill->size() != 1 && fill->size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op '", op, "': argument 'fill' must have 1 or 3 values, ",
+                     "not ", fill->size()));
+  }
+  std::array<float, 3> colour;
+  for (int c = 0; c < 3; ++c) {
+    colour[c] = static_cast<float>((*fill)[fill->size() == 1 ? 0 : c]);
+  }
+  return kernels::WarpFill(colour);
+}
+
 absl::StatusOr<PolicyWarp> ReadPolicyWarp(absl::string_view op,
                                           const OpArgs& args) {
   PolicyWarp warp;
   warp.interpolation =
       ParseWarpInterpolation(*FindArg<std::string>(args, "interpolation"));
-  if (const auto* fill = FindArg<std::vector<double>>(args, "fill")) {
-    if (fill->size() != 1 && fill->size() != 3) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "op '", op, "': argument 'fill' must have 1 or 3 values, not ",
-          fill->size()));
-    }
-    std::array<float, 3> colour;
-    for (int c = 0; c < 3; ++c) {
-      colour[c] = static_cast<float>((*fill)[fill->size() == 1 ? 0 : c]);
-    }
-    warp.fill = colour;
-  }
+  absl::StatusOr<kernels::WarpFill> fill = ReadFillArg(op, args);
+  if (!fill.ok()) return fill.status();
+  warp.fill = *fill;
   return warp;
 }
 
@@ -100,17 +113,10 @@ absl::StatusOr<WarpCommon> ReadWarpCommon(absl::string_view op,
   common.p = *FindArg<double>(args, "p");
   common.interpolation =
       ParseWarpInterpolation(*FindArg<std::string>(args, "interpolation"));
-  const std::vector<double>& fill = *FindArg<std::vector<double>>(args, "fill");
-  if (fill.size() != 1 && fill.size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("op '", op, "': argument 'fill' must have 1 or 3 values, ",
-                     "not ", fill.size()));
-  }
-  std::array<float, 3> colour;
-  for (int c = 0; c < 3; ++c) {
-    colour[c] = static_cast<float>(fill[fill.size() == 1 ? 0 : c]);
-  }
-  common.fill = colour;
+  // `fill` has a default here, so it is always given.
+  absl::StatusOr<kernels::WarpFill> fill = ReadFillArg(op, args);
+  if (!fill.ok()) return fill.status();
+  common.fill = *fill;
   if (const auto* center = FindArg<std::vector<double>>(args, "center")) {
     if (center->size() != 2) {
       return absl::InvalidArgumentError(

@@ -7,8 +7,10 @@
 //
 // A warp is not flip-invariant: the pipeline mirrors a flipped image before
 // it, so it sees what torchvision's transform sees after RandomHorizontalFlip.
-// For now it warps the bound field only (several spatial fields, e.g. a mask
-// warped with nearest, are a later step: docs/pipeline-design.md §7 row 10).
+// The draw is made once, from the bound field's size, and the same warp is
+// applied to every spatial field of the sample (PixelTargets::
+// ForEachSpatial): a mask decoded with nearest is warped with nearest and
+// its own fill, so it stays aligned with its image.
 //
 // Thread-safety: immutable; Apply may run on many threads at once.
 #ifndef STOKER_SERVER_PIPELINE_WARP_OP_H_
@@ -80,6 +82,11 @@ absl::StatusOr<WarpCommon> ReadWarpCommon(absl::string_view op,
 absl::StatusOr<WarpRange> ReadSymmetricRange(absl::string_view op,
                                              absl::string_view arg,
                                              const std::vector<double>& values);
+
+// The argument `fill` (a float list of 1 or 3 values, 0-255) as a colour;
+// nullopt when not given. InvalidArgument naming `op` for another count.
+absl::StatusOr<kernels::WarpFill> ReadFillArg(absl::string_view op,
+                                              const OpArgs& args);
 
 // The interpolation name of an InterpolationArg-declared argument.
 kernels::WarpInterpolation ParseWarpInterpolation(const std::string& name);

@@ -163,4 +163,26 @@ TestPng MakePng(int width, int height, PngColor color, int bit_depth,
   return result;
 }
 
+std::string EncodeRgbPng(int width, int height,
+                         const std::vector<uint8_t>& rgb) {
+  if (rgb.size() != static_cast<size_t>(width) * height * 3) {
+    throw std::runtime_error("EncodeRgbPng: rgb is not width * height * 3");
+  }
+  std::vector<png_bytep> row_pointers(height);
+  for (int y = 0; y < height; ++y) {
+    row_pointers[y] =
+        const_cast<png_bytep>(rgb.data() + static_cast<size_t>(y) * width * 3);
+  }
+  png_structp png =
+      png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  std::string bytes;
+  const bool ok =
+      WritePng(png, info, width, height, PNG_COLOR_TYPE_RGB, 8, false, nullptr,
+               0, nullptr, 0, row_pointers.data(), &bytes);
+  png_destroy_write_struct(&png, &info);
+  if (!ok) throw std::runtime_error("libpng refused to write the test PNG");
+  return bytes;
+}
+
 }  // namespace stoker::testing

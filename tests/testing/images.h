@@ -52,6 +52,11 @@ struct TestPng {
 TestPng MakePng(int width, int height, PngColor color, int bit_depth,
                 bool interlaced, uint32_t seed);
 
+// `rgb` (width*height*3 bytes, rows packed) as an 8-bit RGB PNG, lossless.
+// Throws std::runtime_error when libpng refuses.
+std::string EncodeRgbPng(int width, int height,
+                         const std::vector<uint8_t>& rgb);
+
 }  // namespace stoker::testing
 
 #endif  // STOKER_TESTS_TESTING_IMAGES_H_

@@ -33,7 +33,7 @@ class AutoAugmentOp final : public PixelOp {
                               kAutoAugmentBins, image.height, image.width);
       }
       if (choice.negative[i]) magnitude = -magnitude;
-      ApplyAugmentOp(image, step.op, magnitude, warp_.interpolation,
+      ApplyAugmentOp(targets, step.op, magnitude, warp_.interpolation,
                      warp_.fill);
     }
     return absl::OkStatus();

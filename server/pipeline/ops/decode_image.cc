@@ -4,19 +4,28 @@
 // later, once, for the final view only. decode_jpeg is the same op under
 // its old name, without arguments (the field is `image`), so that existing
 // configs keep working; it decodes a PNG too (ImageNet has a PNG named
-// .JPEG).
+// .JPEG). `interpolation: nearest` marks a mask (op.h, DecodeSpec).
 
 #include <string>
 #include <utility>
 
 #include "server/pipeline/registry.h"
+#include "server/pipeline/warp_op.h"
 
 namespace stoker::pipeline {
 namespace {
 
 absl::StatusOr<AnyOp> MakeDecodeSpec(const OpArgs& args) {
+  DecodeSpec spec;
   const std::string* field = FindArg<std::string>(args, kFieldArg);
-  return DecodeSpec{field != nullptr ? *field : "image"};
+  spec.field = field != nullptr ? *field : "image";
+  const std::string* interpolation =
+      FindArg<std::string>(args, "interpolation");
+  spec.nearest = interpolation != nullptr && *interpolation == "nearest";
+  absl::StatusOr<kernels::WarpFill> fill = ReadFillArg("decode_image", args);
+  if (!fill.ok()) return fill.status();
+  spec.fill = *fill;
+  return spec;
 }
 
 OpDef MakeDecodeImageDef() {
@@ -27,10 +36,28 @@ OpDef MakeDecodeImageDef() {
   def.doc =
       "Decodes a JPEG or PNG, chosen by content, to RGB (JPEG grayscale and "
       "CMYK are converted; a PNG palette is expanded, gray replicated, alpha "
-      "dropped, 16 bits cut to 8). Must be the first op. Only the part of "
-      "the image that the later ops keep is decoded; a JPEG at the smallest "
-      "DCT scale (1/8, 1/4, 1/2 or 1) that covers the output size.";
-  def.example = "decode_image";
+      "dropped, 16 bits cut to 8). Decode ops come first; several decode "
+      "several spatial fields of one size (an image and its mask), which "
+      "every geometry op and warp transforms alike, each its own output. "
+      "Only the part of the image that the later ops keep is decoded; a JPEG "
+      "at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that covers the output "
+      "size.";
+  def.args = {
+      ArgSpec::Optional("interpolation", ArgType::kString,
+                        ArgValue(std::string("bilinear")),
+                        "nearest: the field holds class ids (a mask): "
+                        "rendered and warped without averaging, written as "
+                        "uint8 (normalize does not apply), bound by no pixel "
+                        "or tensor op; bilinear: an image.")
+          .OneOf({"bilinear", "nearest"}),
+      ArgSpec::Optional("fill", ArgType::kFloatList, std::nullopt,
+                        "Colour that warps bound to another field give this "
+                        "field's pixels mapped from outside the image: one "
+                        "value, or one per channel (0-255); not given: 0 for "
+                        "a nearest field, else the warp's fill.")
+          .Between(0, 255),
+  };
+  def.example = "decode_image: {field: mask, interpolation: nearest}";
   def.factory = MakeDecodeSpec;
   return def;
 }

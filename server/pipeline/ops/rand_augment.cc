@@ -47,7 +47,7 @@ class RandAugmentOp final : public PixelOp {
                       params_.num_bins, image.height, image.width);
       }
       if (choice.negative) magnitude = -magnitude;
-      ApplyAugmentOp(image, choice.op, magnitude, warp_.interpolation,
+      ApplyAugmentOp(targets, choice.op, magnitude, warp_.interpolation,
                      warp_.fill);
     }
     return absl::OkStatus();

@@ -31,7 +31,7 @@ class TrivialAugmentWideOp final : public PixelOp {
                             choice.level, num_bins_, image.height, image.width);
     }
     if (choice.negative) magnitude = -magnitude;
-    ApplyAugmentOp(image, choice.op, magnitude, warp_.interpolation,
+    ApplyAugmentOp(targets, choice.op, magnitude, warp_.interpolation,
                    warp_.fill);
     return absl::OkStatus();
   }
