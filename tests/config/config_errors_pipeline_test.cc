@@ -293,6 +293,64 @@ pipelines:
                          "'center_crop'"));
 }
 
+TEST_F(ConfigErrorTest, SecondDecodeOfOneFieldIsRejectedAtThatOp) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  seg:
+    - decode_image: {field: image}
+    - decode_image: {field: image, interpolation: nearest}
+    - center_crop: {size: 8}
+)"),
+            "stoker.yaml:7:7: pipeline 'seg': op[1] 'decode_image' (line 7): "
+            "field 'image' is already decoded by an earlier decode op");
+}
+
+TEST_F(ConfigErrorTest, PixelOpOnANearestFieldIsRejectedAtThatOp) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  seg:
+    - decode_image
+    - decode_image: {field: mask, interpolation: nearest}
+    - center_crop: {size: 8}
+    - solarize: {field: mask, threshold: 128}
+)"),
+              AllOf(StartsWith("stoker.yaml:9:7: pipeline 'seg': op[3] "
+                               "'solarize' (line 9): field 'mask' is decoded "
+                               "with interpolation: nearest"),
+                    HasSubstr("bind the op to an image field")));
+}
+
+TEST_F(ConfigErrorTest, DecodeAfterAGeometryOpIsRejectedAtThatOp) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  seg:
+    - decode_image
+    - center_crop: {size: 8}
+    - decode_image: {field: mask, interpolation: nearest}
+)"),
+            "stoker.yaml:8:7: pipeline 'seg': op[2] 'decode_image' (line 8): "
+            "out of order: decode ops come first, before every other op");
+}
+
+TEST_F(ConfigErrorTest, UnknownDecodeInterpolationIsRefusedAtTheValue) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  seg:
+    - decode_image: {field: mask, interpolation: bicubic}
+    - center_crop: {size: 8}
+)"),
+              StartsWith("stoker.yaml:6:50: argument 'interpolation' of op "
+                         "'decode_image' in pipeline 'seg'"));
+}
+
 TEST_F(ConfigErrorTest, ValueOutOfRangeIsRefusedAtItsColumnWithTheRange) {
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}
