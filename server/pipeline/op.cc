@@ -26,7 +26,8 @@ OpKind KindOf(const AnyOp& op) {
   // Indexed by the alternatives of AnyOp, in order.
   static constexpr OpKind kKinds[] = {OpKind::kDecode,   OpKind::kFields,
                                       OpKind::kGeometry, OpKind::kPixel,
-                                      OpKind::kFormat,   OpKind::kTensor};
+                                      OpKind::kFormat,   OpKind::kTensor,
+                                      OpKind::kBatch};
   static_assert(std::size(kKinds) == std::variant_size_v<AnyOp>);
   return kKinds[op.index()];
 }

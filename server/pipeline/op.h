@@ -16,6 +16,9 @@
 //             batch. They do not depend on the sample, so they run once,
 //             when the pipeline is created.
 //   tensor    work on the written output, in its dtype and layout.
+//   batch     mixup, cutmix: once per batch, after the batch is collated,
+//             on all its images and their soft labels together (one per
+//             pipeline; see BatchOp).
 // The alternative an AnyOp holds is the op's kind, so the pipeline knows
 // what an op is without a downcast. Each op lives in one file in ops/ with
 // one registration line.
@@ -219,12 +222,59 @@ class TensorOp {
   virtual absl::Status Apply(const TensorRef& out, SampleRng& rng) const = 0;
 };
 
+// The images of a collated batch, `size` samples of one TensorRef's shape
+// each, back to back from `data`, and their soft labels: float32
+// [size, num_classes] at `soft`. Borrowed for one Apply.
+struct BatchImages {
+  TensorRef image;  // Sample 0; sample i at image.data + i * SampleBytes().
+  uint32_t size = 0;
+  float* soft = nullptr;
+  int num_classes = 0;
+
+  size_t SampleBytes() const {
+    return tensor::DTypeSize(image.dtype) *
+           static_cast<size_t>(image.height) * image.width * image.channels;
+  }
+  uint8_t* Sample(uint32_t i) const { return image.data + i * SampleBytes(); }
+};
+
+// What a batch op turns into soft labels: the integer scalar field that
+// holds each sample's class, the number of classes, and the label
+// smoothing (timm's: off = smoothing / num_classes, on = 1 - smoothing +
+// off). The pipeline writes each sample's smoothed one-hot into the output
+// `<label>_soft` (float32 [num_classes]) and refuses a label outside
+// [0, num_classes) as that sample's DataLoss.
+struct SoftLabels {
+  std::string label = "label";
+  int num_classes = 0;
+  double smoothing = 0.0;
+};
+
+class BatchOp {
+ public:
+  virtual ~BatchOp() = default;
+
+  virtual const SoftLabels& soft_labels() const = 0;
+
+  // Whether the op can work on outputs of `format`; asked once, when the
+  // pipeline is created. InvalidArgument saying why not.
+  virtual absl::Status Check(const OutputFormat& format) const {
+    return absl::OkStatus();
+  }
+
+  // Mixes the batch in place. `rng` is the batch's generator
+  // (SampleRng::ForBatch), so the result is a function of the batch's
+  // samples and its (seed, epoch, step, rank) alone.
+  virtual absl::Status Apply(const BatchImages& batch,
+                             SampleRng& rng) const = 0;
+};
+
 // What an op's factory builds. The order of the alternatives is the order
 // of their kinds in a pipeline.
 using AnyOp =
     std::variant<DecodeSpec, FieldSelection, std::unique_ptr<GeometryOp>,
                  std::unique_ptr<PixelOp>, std::unique_ptr<FormatOp>,
-                 std::unique_ptr<TensorOp>>;
+                 std::unique_ptr<TensorOp>, std::unique_ptr<BatchOp>>;
 
 // The kind of op `op` holds.
 OpKind KindOf(const AnyOp& op);

@@ -1,5 +1,6 @@
 #include "server/pipeline/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <type_traits>
@@ -36,7 +37,9 @@ struct PipelineSteps {
   std::vector<std::unique_ptr<GeometryOp>> geometry;
   std::vector<Bound<PixelOp>> pixel;
   std::vector<Bound<TensorOp>> tensor;
+  std::optional<Bound<BatchOp>> batch;  // At most one: it owns the labels.
 };
+
 
 namespace {
 
@@ -75,6 +78,8 @@ absl::string_view KindPhrase(OpKind kind) {
       return "normalize and layout";
     case OpKind::kTensor:
       return "tensor ops";
+    case OpKind::kBatch:
+      return "batch ops";
     default: {
       const std::string_view name = OpKindName(kind);
       return absl::string_view(name.data(), name.size());
@@ -103,9 +108,19 @@ std::string OrderProblem(size_t index, OpKind kind, OpKind previous,
     why = ", which work on the image rendered from the final geometry";
   } else if (previous == OpKind::kTensor) {
     why = ", which work on the written output";
+  } else if (previous == OpKind::kBatch) {
+    why = ", which work on the collated batch";
   }
   return absl::StrCat("out of order: ", KindPhrase(kind), " must come before ",
                       KindPhrase(previous), why);
+}
+
+// The T at the start of `raw` (a little-endian host: passthrough.h).
+template <typename T>
+int64_t ReadLittleEndian(std::string_view raw) {
+  T value;
+  std::memcpy(&value, raw.data(), sizeof(value));
+  return static_cast<int64_t>(value);
 }
 
 // The slot of the decode op that decodes `field`, or -1.
@@ -188,7 +203,8 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
                              int64_t max_decode_pixels, size_t num_fields,
                              std::vector<size_t> image_fields,
                              std::vector<PassthroughField> passthrough,
-                             std::vector<tensor::OutputSlot> slots)
+                             std::vector<tensor::OutputSlot> slots,
+                             std::optional<BatchBinding> batch)
     : steps_(std::move(steps)),
       converter_(format),
       ids_converter_(FieldFormat(format, DecodeSpec{"", true})),
@@ -197,7 +213,8 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
       image_fields_(std::move(image_fields)),
       passthrough_(std::move(passthrough)),
       slots_(std::move(slots)),
-      outputs_(SpecsOf(slots_)) {}
+      outputs_(SpecsOf(slots_)),
+      batch_(batch) {}
 
 BoundPipeline::~BoundPipeline() = default;
 
@@ -300,7 +317,72 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
     }
     if (times != nullptr) times->collate_ns += NowNs() - collate_ns;
   }
+  if (batch_.has_value()) {
+    return WriteSoftLabel(fields[batch_->label_field],
+                          reinterpret_cast<float*>(dst[batch_->soft_slot]));
+  }
   return absl::OkStatus();
+}
+
+absl::Status BoundPipeline::WriteSoftLabel(std::string_view raw,
+                                           float* soft) const {
+  const SoftLabels& labels = steps_->batch->op->soft_labels();
+  const size_t size = tensor::DTypeSize(batch_->label_dtype);
+  if (raw.size() != size) {
+    return absl::DataLossError(absl::StrCat(
+        "label field '", labels.label, "' holds ", raw.size(),
+        " bytes, not one ", std::string(tensor::DTypeName(batch_->label_dtype))));
+  }
+  int64_t label = 0;
+  switch (batch_->label_dtype) {
+    case tensor::DType::kInt64:
+      label = ReadLittleEndian<int64_t>(raw);
+      break;
+    case tensor::DType::kInt32:
+      label = ReadLittleEndian<int32_t>(raw);
+      break;
+    case tensor::DType::kInt16:
+      label = ReadLittleEndian<int16_t>(raw);
+      break;
+    case tensor::DType::kUint16:
+      label = ReadLittleEndian<uint16_t>(raw);
+      break;
+    case tensor::DType::kInt8:
+      label = ReadLittleEndian<int8_t>(raw);
+      break;
+    default:  // kUint8; Bind admits integer dtypes only.
+      label = ReadLittleEndian<uint8_t>(raw);
+      break;
+  }
+  if (label < 0 || label >= labels.num_classes) {
+    return absl::DataLossError(absl::StrCat(
+        "label ", label, " of field '", labels.label, "' is outside [0, ",
+        labels.num_classes, "), the batch op's num_classes"));
+  }
+  // timm's one-hot: off and on computed in double, stored as float32.
+  const double off = labels.smoothing / labels.num_classes;
+  std::fill(soft, soft + labels.num_classes, static_cast<float>(off));
+  soft[label] = static_cast<float>(1.0 - labels.smoothing + off);
+  return absl::OkStatus();
+}
+
+absl::Status BoundPipeline::RunBatch(absl::Span<uint8_t* const> tensors,
+                                     uint32_t size, SampleRng& rng) const {
+  if (!batch_.has_value()) return absl::OkStatus();
+  if (tensors.size() != outputs_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch run got ", tensors.size(), " tensors; the "
+                     "pipeline has ", outputs_.size(), " outputs"));
+  }
+  const PipelineSteps::Bound<BatchOp>& step = *steps_->batch;
+  const OutputFormat& format = converter_.format();
+  BatchImages batch;
+  batch.image = {tensors[step.slot], format.dtype, format.layout,
+                 batch_->height,     batch_->width, 3};
+  batch.size = size;
+  batch.soft = reinterpret_cast<float*>(tensors[batch_->soft_slot]);
+  batch.num_classes = step.op->soft_labels().num_classes;
+  return step.op->Apply(batch, rng);
 }
 
 Pipeline::Pipeline(std::string name, std::vector<std::string> op_names,
@@ -363,7 +445,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     // The spatial field a pixel or tensor op works on: one that a decode op
     // before it decodes (Register made these ops bind a field).
     int slot = 0;
-    if (kind == OpKind::kPixel || kind == OpKind::kTensor) {
+    if (kind == OpKind::kPixel || kind == OpKind::kTensor ||
+        kind == OpKind::kBatch) {
       const std::string& field = *FindArg<std::string>(*args, kFieldArg);
       slot = SlotOf(steps->decodes, field);
       if (slot < 0) {
@@ -378,6 +461,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
                             "bind the op to an image field (a warp bound to "
                             "the image moves the mask with it)"));
       }
+    }
+    if (kind == OpKind::kBatch && steps->batch.has_value()) {
+      return OpError(i, absl::StrCat(context,
+                                     "a pipeline takes one batch op (both "
+                                     "would write the soft labels); use "
+                                     "mixup_cutmix for MixUp and CutMix"));
     }
     absl::Status status = std::visit(
         [&](auto& alternative) -> absl::Status {
@@ -400,10 +489,14 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
             steps->pixel.push_back({std::move(alternative), slot});
           } else if constexpr (std::is_same_v<T, std::unique_ptr<FormatOp>>) {
             alternative->Apply(format);
-          } else {
+          } else if constexpr (std::is_same_v<T, std::unique_ptr<TensorOp>>) {
             // Format ops come before tensor ops, so `format` is final here.
             if (absl::Status s = alternative->Check(format); !s.ok()) return s;
             steps->tensor.push_back({std::move(alternative), slot});
+          } else {
+            if (absl::Status s = alternative->Check(format); !s.ok()) return s;
+            steps->batch = PipelineSteps::Bound<BatchOp>{std::move(alternative),
+                                                         slot};
           }
           return absl::OkStatus();
         },
@@ -426,6 +519,48 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   return absl::WrapUnique(new Pipeline(std::move(name), std::move(op_names),
                                        std::move(steps), format, size.height,
                                        size.width, max_decode_pixels));
+}
+
+absl::StatusOr<BatchBinding> Pipeline::BindBatch(
+    absl::Span<const InputField> schema, const SoftLabels& labels,
+    std::vector<tensor::OutputSlot>* slots) const {
+  using tensor::DType;
+  const std::string soft_name = absl::StrCat(labels.label, "_soft");
+  for (const tensor::OutputSlot& slot : *slots) {
+    if (slot.spec.name == soft_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline '", name_, "': the batch op's soft labels '", soft_name,
+          "' would have the name of another output; drop that field"));
+    }
+  }
+  for (size_t i = 0; i < schema.size(); ++i) {
+    const InputField& field = schema[i];
+    if (field.name != labels.label) continue;
+    const bool integer =
+        field.dtype == DType::kInt64 || field.dtype == DType::kInt32 ||
+        field.dtype == DType::kInt16 || field.dtype == DType::kInt8 ||
+        field.dtype == DType::kUint16 || field.dtype == DType::kUint8;
+    if (field.passthrough != InputField::Passthrough::kDense ||
+        !field.shape.empty() || !integer) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline '", name_, "': the batch op's label field '",
+          labels.label, "' must be an integer scalar, not ",
+          std::string(tensor::DTypeName(field.dtype)), " of shape [",
+          absl::StrJoin(field.shape, ", "), "]"));
+    }
+    BatchBinding binding;
+    binding.label_field = i;
+    binding.label_dtype = field.dtype;
+    binding.soft_slot = slots->size();
+    slots->push_back(tensor::OutputSlot::Dense(
+        {soft_name, DType::kFloat32, {labels.num_classes}}));
+    return binding;
+  }
+  std::vector<absl::string_view> names;
+  for (const InputField& field : schema) names.push_back(field.name);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pipeline '", name_, "': the batch op's label field '", labels.label,
+      "' is not in the dataset; its fields: ", absl::StrJoin(names, ", ")));
 }
 
 absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
@@ -464,9 +599,19 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
       !s.ok()) {
     return s;
   }
+  std::optional<BatchBinding> batch;
+  if (steps_->batch.has_value()) {
+    absl::StatusOr<BatchBinding> binding =
+        BindBatch(schema, steps_->batch->op->soft_labels(), &slots);
+    if (!binding.ok()) return binding.status();
+    batch = *binding;
+    batch->height = out_height_;
+    batch->width = out_width_;
+  }
   return absl::WrapUnique(new BoundPipeline(
       steps_, format_, max_decode_pixels_, schema.size(),
-      std::move(image_fields), std::move(passthrough), std::move(slots)));
+      std::move(image_fields), std::move(passthrough), std::move(slots),
+      batch));
 }
 
 }  // namespace stoker::pipeline

@@ -96,6 +96,14 @@ struct InputField {
                           std::vector<int64_t> shape = {});
 };
 
+// How a bound pipeline's batch op finds its labels and soft labels.
+struct BatchBinding {
+  size_t label_field = 0;  // Record field of the labels.
+  tensor::DType label_dtype = tensor::DType::kInt64;
+  size_t soft_slot = 0;  // Output slot of the soft labels.
+  int height = 0, width = 0;  // Of the image output.
+};
+
 class BoundPipeline {
  public:
   ~BoundPipeline();
@@ -117,8 +125,22 @@ class BoundPipeline {
   // overflow says (see RaggedOverflowOf); InvalidArgument for a wrong
   // number of fields or buffers. Spatial fields of different sizes are
   // DataLoss naming both ("field 'mask' is 200x151, 'image' is 200x150").
+  //
+  // With a batch op, Run also writes the sample's smoothed one-hot into
+  // its soft labels (the last output, "<label>_soft"), and a label outside
+  // [0, num_classes) is DataLoss.
   absl::Status Run(absl::Span<const std::string_view> fields, SampleRng& rng,
                    absl::Span<uint8_t* const> dst, StageTimes* times) const;
+
+  // Whether the pipeline has a batch op (mixup, cutmix, mixup_cutmix).
+  bool has_batch_op() const { return batch_.has_value(); }
+
+  // Runs the batch op, if any, on a collated batch of `size` samples:
+  // tensors[t] is where output t's batch tensor starts, its samples back
+  // to back (service::FinishBatch's result). `rng` is the batch's
+  // generator (SampleRng::ForBatch).
+  absl::Status RunBatch(absl::Span<uint8_t* const> tensors, uint32_t size,
+                        SampleRng& rng) const;
 
  private:
   friend class Pipeline;
@@ -127,7 +149,11 @@ class BoundPipeline {
                 const OutputFormat& format, int64_t max_decode_pixels,
                 size_t num_fields, std::vector<size_t> image_fields,
                 std::vector<PassthroughField> passthrough,
-                std::vector<tensor::OutputSlot> slots);
+                std::vector<tensor::OutputSlot> slots,
+                std::optional<BatchBinding> batch);
+
+  // The sample's one-hot, smoothed, from its label's bytes `raw`.
+  absl::Status WriteSoftLabel(std::string_view raw, float* soft) const;
 
   // Shared with the Pipeline, so that a bound pipeline stays valid when
   // the config that made it is reloaded and the Pipeline destroyed.
@@ -144,6 +170,7 @@ class BoundPipeline {
   const std::vector<PassthroughField> passthrough_;
   const std::vector<tensor::OutputSlot> slots_;
   const std::vector<tensor::TensorSpec> outputs_;
+  const std::optional<BatchBinding> batch_;
 };
 
 class Pipeline {
@@ -153,7 +180,8 @@ class Pipeline {
   // unknown op, bad arguments, an op out of order (decode ops first, at most
   // one per field, then
   // fields ops (drop_fields, ragged_limit), geometry, pixel, format
-  // (normalize, layout) and tensor ops; a pipeline of fields ops alone
+  // (normalize, layout), tensor ops and at most one batch op (mixup, cutmix,
+  // mixup_cutmix); a pipeline of fields ops alone
   // decodes nothing and passes every field through), a pixel or
   // tensor op bound to a field no decode op decodes or to one decoded with
   // interpolation: nearest (a mask), or an output size that
@@ -185,10 +213,19 @@ class Pipeline {
   // A ragged field's slot holds ragged_limit's max_length if given, else
   // the schema's. Only ragged_limit's overflow applies to longer values:
   // the dataset's reader already refuses a value over the manifest's.
+  //
+  // A batch op adds the output "<label>_soft" (float32 [num_classes])
+  // after the others; InvalidArgument when its label field is missing or
+  // not an integer scalar.
   absl::StatusOr<std::unique_ptr<BoundPipeline>> Bind(
       absl::Span<const InputField> schema) const;
 
  private:
+  // The soft labels' slot, appended to `slots`, and where the labels are.
+  absl::StatusOr<BatchBinding> BindBatch(
+      absl::Span<const InputField> schema, const SoftLabels& labels,
+      std::vector<tensor::OutputSlot>* slots) const;
+
   Pipeline(std::string name, std::vector<std::string> op_names,
            std::shared_ptr<const PipelineSteps> steps,
            const OutputFormat& format, int out_height, int out_width,

@@ -279,7 +279,8 @@ absl::Status OpRegistry::Register(OpDef def) {
   if (!IsOpName(def.name)) return invalid("name must match [a-z0-9_]+");
   if (!def.factory) return invalid("no factory");
   if (def.example.empty()) return invalid("no example");
-  if ((def.kind == OpKind::kPixel || def.kind == OpKind::kTensor) &&
+  if ((def.kind == OpKind::kPixel || def.kind == OpKind::kTensor ||
+       def.kind == OpKind::kBatch) &&
       !def.binds_field) {
     return invalid(absl::StrCat("a ", std::string(OpKindName(def.kind)),
                                 " op works on a field; set binds_field"));

@@ -139,8 +139,8 @@ class OpRegistry {
   // for a malformed definition (no name, factory or example, duplicate arg
   // names, a default of the wrong type, out of its range or on a required
   // arg, a range on a non-number or choices on a non-string, an unknown
-  // scalar_arg, a `field` argument declared beside binds_field, a pixel or
-  // tensor op that does not bind a field).
+  // scalar_arg, a `field` argument declared beside binds_field, a pixel,
+  // tensor or batch op that does not bind a field).
   absl::Status Register(OpDef def) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The definition named `name`, or null.

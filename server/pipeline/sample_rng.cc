@@ -1,5 +1,7 @@
 #include "server/pipeline/sample_rng.h"
 
+#include <cmath>
+
 namespace stoker::pipeline {
 namespace {
 
@@ -16,12 +18,18 @@ uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
-SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id) {
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id)
+    : SampleRng(seed, epoch, sample_id, 0) {}
+
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t id,
+                     uint64_t subkey) {
   // Each key part goes through its own mix before it is folded in, so that
-  // nearby (epoch, sample_id) pairs land on unrelated streams.
+  // nearby (epoch, sample_id) pairs land on unrelated streams. A subkey of
+  // 0 adds nothing, so sample generators keep the streams they had.
   uint64_t key = Mix64(seed + kGolden);
   key = Mix64(key ^ Mix64(epoch + 2 * kGolden));
-  key = Mix64(key ^ Mix64(sample_id + 3 * kGolden));
+  key = Mix64(key ^ Mix64(id + 3 * kGolden));
+  if (subkey != 0) key = Mix64(key ^ Mix64(subkey + 4 * kGolden));
   for (uint64_t& word : state_) {
     key += kGolden;
     word = Mix64(key);
@@ -68,6 +76,55 @@ bool SampleRng::Bernoulli(double p) {
   if (p <= 0.0) return false;
   if (p >= 1.0) return true;
   return Uniform(0.0, 1.0) < p;
+}
+
+SampleRng SampleRng::ForBatch(uint64_t seed, uint64_t epoch, uint64_t step,
+                              uint32_t rank) {
+  return SampleRng(seed, epoch, step, (uint64_t{1} << 63) | rank);
+}
+
+double SampleRng::Normal() {
+  constexpr double kTwoPi = 6.283185307179586476925;
+  // 1 - u keeps the log's argument in (0, 1].
+  const double u1 = 1.0 - Uniform(0.0, 1.0);
+  const double u2 = Uniform(0.0, 1.0);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+}
+
+double SampleRng::LogGamma(double alpha) {
+  // Marsaglia-Tsang needs alpha >= 1; below it, Gamma(alpha) is
+  // Gamma(alpha + 1) * U^(1 / alpha), added here as a log.
+  double boost = 0.0;
+  if (alpha < 1.0) {
+    boost = std::log(1.0 - Uniform(0.0, 1.0)) / alpha;
+    alpha += 1.0;
+  }
+  const double d = alpha - 1.0 / 3.0;
+  const double c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    double x, v;
+    do {
+      x = Normal();
+      v = 1.0 + c * x;
+    } while (v <= 0.0);
+    v = v * v * v;
+    const double u = 1.0 - Uniform(0.0, 1.0);  // In (0, 1].
+    const double x2 = x * x;
+    if (u < 1.0 - 0.0331 * x2 * x2 ||
+        std::log(u) < 0.5 * x2 + d * (1.0 - v + std::log(v))) {
+      return std::log(d * v) + boost;
+    }
+  }
+}
+
+double SampleRng::Gamma(double alpha) { return std::exp(LogGamma(alpha)); }
+
+double SampleRng::Beta(double a, double b) {
+  const double lx = LogGamma(a);
+  const double ly = LogGamma(b);
+  // X / (X + Y) = 1 / (1 + exp(log Y - log X)): no 0 / 0 when both
+  // underflow, and exp's overflow to infinity gives 0.
+  return 1.0 / (1.0 + std::exp(ly - lx));
 }
 
 }  // namespace stoker::pipeline

@@ -3,9 +3,12 @@
 // Its stream is a pure function of (seed, epoch, sample_id), so every random
 // choice made for a sample is reproducible whatever the worker count, thread
 // timing or restart. The engine is xoshiro256** seeded through SplitMix64.
+// ForBatch gives the generator of a whole batch's choices (MixUp's lambda,
+// CutMix's box), a pure function of (seed, epoch, step, rank) on a stream
+// no sample's generator can share.
 //
-// Thread-safety: not thread-safe. Create one per sample, on the thread that
-// processes it.
+// Thread-safety: not thread-safe. Create one per sample (or batch), on the
+// thread that processes it.
 #ifndef STOKER_SERVER_PIPELINE_SAMPLE_RNG_H_
 #define STOKER_SERVER_PIPELINE_SAMPLE_RNG_H_
 
@@ -16,6 +19,12 @@ namespace stoker::pipeline {
 class SampleRng {
  public:
   SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id);
+
+  // The generator of the batch at (epoch, step) of `rank`'s stream. Its key
+  // carries bit 63 in a part that sample keys leave out, so it is never a
+  // sample's generator (docs/pipeline-design.md §5).
+  static SampleRng ForBatch(uint64_t seed, uint64_t epoch, uint64_t step,
+                            uint32_t rank);
 
   SampleRng(const SampleRng&) = delete;
   SampleRng& operator=(const SampleRng&) = delete;
@@ -34,7 +43,26 @@ class SampleRng {
   // neither draws from the stream.
   bool Bernoulli(double p);
 
+  // A standard normal draw (Box-Muller; two uniforms per draw, the second
+  // value of the pair is not kept, so the stream's use is fixed per call).
+  double Normal();
+
+  // A draw from Gamma(alpha, 1), by Marsaglia and Tsang's method (ACM TOMS
+  // 26(3), 2000); for alpha < 1 through Gamma(alpha + 1) * U^(1 / alpha).
+  // REQUIRES: alpha > 0.
+  double Gamma(double alpha);
+
+  // A draw from Beta(a, b) as X / (X + Y), X ~ Gamma(a), Y ~ Gamma(b),
+  // computed from the logs of X and Y so that tiny alphas (whose draws
+  // underflow a double) still give a value in [0, 1]. REQUIRES: a, b > 0.
+  double Beta(double a, double b);
+
  private:
+  SampleRng(uint64_t seed, uint64_t epoch, uint64_t id, uint64_t subkey);
+
+  // log(X) for X ~ Gamma(alpha, 1).
+  double LogGamma(double alpha);
+
   uint64_t state_[4];
 };
 

@@ -337,6 +337,27 @@ void Stream::FinishBatchOf(Building* batch) {
   }
   ready.tensors =
       FinishBatch(layout_, batch->buffer->data(), kept, &ready.bytes);
+  if (pipeline_->has_batch_op() && !kept.empty()) {
+    // The batch stage: after collation, on this worker, with the batch's
+    // own generator, so the batch is a function of its position alone.
+    const int64_t start = NowNs();
+    absl::InlinedVector<uint8_t*, 4> tensors;
+    for (const BatchTensor& t : ready.tensors) {
+      tensors.push_back(batch->buffer->data() + t.offset);
+    }
+    pipeline::SampleRng rng = pipeline::SampleRng::ForBatch(
+        spec_.seed, batch->epoch, batch->step, spec_.rank);
+    absl::Status status = pipeline_->RunBatch(
+        absl::MakeConstSpan(tensors), static_cast<uint32_t>(kept.size()), rng);
+    counters_->Observe(Stage::kAugment, NowNs() - start);
+    if (!status.ok()) {
+      batch->run_error = absl::Status(
+          status.code(),
+          absl::StrCat("batch op at epoch ", batch->epoch, " step ",
+                       batch->step, ": ", status.message()));
+      return;
+    }
+  }
   batch->delivered = std::move(ready);
 }
 

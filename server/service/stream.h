@@ -6,8 +6,11 @@
 // flight, and takes finished batches, strictly in (epoch, step) order, with
 // TakeReady(). Each sample of a batch is one pool task that reads its record,
 // runs the pipeline with a generator seeded by (seed, epoch, sample id), and
-// writes its outputs straight to its place in the buffer. So a batch depends
-// only on the request and its position, never on worker count or timing.
+// writes its outputs straight to its place in the buffer. The worker that
+// writes a batch's last sample finishes it (FinishBatch), then runs the
+// pipeline's batch op (mixup, cutmix) with a generator seeded by (seed,
+// epoch, step, rank). So a batch depends only on the request and its
+// position, never on worker count or timing.
 //
 // A sample that cannot be read or decoded is left out of its batch and
 // listed in the batch's skipped ids (OnCorrupt::kSkip), or ends the stream

@@ -38,4 +38,31 @@ uint16_t FloatToHalf(float value) {
   return sign | static_cast<uint16_t>(result);
 }
 
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  uint32_t out;
+  if (exponent == 0x1f) {  // Infinity or NaN.
+    out = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    out = sign | ((exponent - 15 + 127) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    out = sign;
+  } else {
+    // A subnormal half is a normal float: shift the mantissa up until its
+    // leading one is the implicit bit.
+    int e = -14;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      --e;
+    }
+    out = sign | (static_cast<uint32_t>(e + 127) << 23) |
+          ((mantissa & 0x3ffu) << 13);
+  }
+  float value;
+  std::memcpy(&value, &out, sizeof(value));
+  return value;
+}
+
 }  // namespace stoker::tensor

@@ -1,4 +1,4 @@
-// The float32 -> float16 conversion behind float16 outputs.
+// The float32 <-> float16 conversions behind float16 outputs.
 //
 // Thread-safety: a pure function.
 #ifndef STOKER_SERVER_TENSOR_FLOAT16_H_
@@ -12,6 +12,9 @@ namespace stoker::tensor {
 // overflow gives infinity, underflow gives subnormals or signed zero, and
 // NaN stays NaN.
 uint16_t FloatToHalf(float value);
+
+// The float32 value of binary16 `bits` (exact: every half is a float).
+float HalfToFloat(uint16_t bits);
 
 }  // namespace stoker::tensor
 

@@ -416,5 +416,46 @@ pipelines:
             "'train': expected float32, float16 or uint8, got 'int8'");
 }
 
+TEST_F(ConfigErrorTest, MixupOnAUint8OutputIsRefusedAtTheOp) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - center_crop: {size: 8}
+    - mixup: {alpha: 0.2, num_classes: 10}
+)"),
+              AllOf(StartsWith("stoker.yaml:8:7: pipeline 'train': op[2] "
+                               "'mixup'"),
+                    HasSubstr("uint8 output would round")));
+  // mixup_cutmix with MixUp on is refused alike; CutMix alone copies
+  // pixels, so a uint8 output takes it.
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - center_crop: {size: 8}
+    - mixup_cutmix: {mixup_alpha: 0.8, cutmix_alpha: 1.0, num_classes: 10}
+)"),
+              StartsWith("stoker.yaml:8:7: pipeline 'train': op[2] "
+                         "'mixup_cutmix'"));
+  const absl::StatusOr<ServerOptions> cutmix_only = LoadConfigString(
+      absl::StrReplaceAll(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  train:
+    - decode_jpeg
+    - center_crop: {size: 8}
+    - mixup_cutmix: {mixup_alpha: 0, cutmix_alpha: 1.0, num_classes: 10}
+)",
+                          {{"$D", (dir_.path() / "d").string()}}),
+      "stoker.yaml");
+  EXPECT_TRUE(cutmix_only.ok()) << cutmix_only.status();
+}
+
 }  // namespace
 }  // namespace stoker::config

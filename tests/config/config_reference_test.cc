@@ -161,6 +161,7 @@ std::string PipelineAround(const pipeline::OpDef& def) {
       return absl::StrCat("    - decode_jpeg\n    - center_crop: {size: 8}\n",
                           step);
     case pipeline::OpKind::kTensor:
+    case pipeline::OpKind::kBatch:
       return absl::StrCat(
           "    - decode_jpeg\n    - center_crop: {size: 8}\n"
           "    - normalize: {mean: [0.5, 0.5, 0.5], std: [0.2, 0.2, 0.2]}\n",

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -93,6 +96,86 @@ TEST(SampleRngTest, CertainBernoulliDrawsNothing) {
   a.Bernoulli(0.0);
   a.Bernoulli(1.0);
   EXPECT_EQ(a.Next(), b.Next());
+}
+
+TEST(SampleRngTest, BatchGeneratorIsItsKeysAndNoSamples) {
+  SampleRng a = SampleRng::ForBatch(4, 1, 9, 2);
+  SampleRng b = SampleRng::ForBatch(4, 1, 9, 2);
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(a.Next(), b.Next());
+  // Each key part matters, and a batch's stream is not the sample's of
+  // the same numbers (step 9 against sample 9).
+  std::set<uint64_t> firsts;
+  for (uint64_t seed : {0, 1}) {
+    for (uint64_t epoch : {0, 1}) {
+      for (uint64_t step : {0, 1}) {
+        for (uint32_t rank : {0u, 1u}) {
+          firsts.insert(SampleRng::ForBatch(seed, epoch, step, rank).Next());
+        }
+      }
+    }
+  }
+  EXPECT_EQ(firsts.size(), 16u);
+  EXPECT_NE(SampleRng::ForBatch(4, 1, 9, 0).Next(), SampleRng(4, 1, 9).Next());
+}
+
+// Mean and variance of `n` draws of `draw` against the distribution's, to
+// within 5 standard errors (the variance's from the fourth central moment
+// of the draws).
+template <typename Draw>
+void ExpectMoments(Draw draw, double mean, double variance, int n,
+                   const std::string& what) {
+  std::vector<double> x(n);
+  double sum = 0;
+  for (double& v : x) {
+    v = draw();
+    sum += v;
+  }
+  const double m = sum / n;
+  double m2 = 0, m4 = 0;
+  for (double v : x) {
+    const double d = v - m;
+    m2 += d * d;
+    m4 += d * d * d * d;
+  }
+  m2 /= n;
+  m4 /= n;
+  EXPECT_NEAR(m, mean, 5 * std::sqrt(variance / n)) << what;
+  EXPECT_NEAR(m2, variance, 5 * std::sqrt((m4 - m2 * m2) / n)) << what;
+}
+
+TEST(SampleRngTest, BetaDrawsHaveTheMeanAndVarianceOfBeta) {
+  SampleRng rng(7, 0, 0);
+  for (const auto& [a, b] : std::vector<std::pair<double, double>>{
+           {0.2, 0.2}, {1.0, 1.0}, {0.8, 0.8}, {2.0, 5.0}, {0.05, 0.05},
+           {30.0, 30.0}}) {
+    const double mean = a / (a + b);
+    const double variance = a * b / ((a + b) * (a + b) * (a + b + 1));
+    ExpectMoments([&] { return rng.Beta(a, b); }, mean, variance, 200000,
+                  "Beta(" + std::to_string(a) + ", " + std::to_string(b) +
+                      ")");
+  }
+}
+
+TEST(SampleRngTest, BetaOfTinyAlphaStaysInTheUnitInterval) {
+  // Both Gamma draws underflow a double here; the ratio must not be NaN.
+  SampleRng rng(7, 0, 1);
+  int ones = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const double v = rng.Beta(0.002, 0.002);
+    ASSERT_GE(v, 0.0);
+    ASSERT_LE(v, 1.0);
+    ones += v > 0.5 ? 1 : 0;
+  }
+  EXPECT_NEAR(ones, 10000, 500);  // Symmetric: half near 1.
+}
+
+TEST(SampleRngTest, GammaAndNormalDrawsHaveTheirMoments) {
+  SampleRng rng(7, 1, 0);
+  for (double alpha : {0.3, 1.0, 4.5}) {
+    ExpectMoments([&] { return rng.Gamma(alpha); }, alpha, alpha, 200000,
+                  "Gamma(" + std::to_string(alpha) + ")");
+  }
+  ExpectMoments([&] { return rng.Normal(); }, 0.0, 1.0, 200000, "Normal");
 }
 
 }  // namespace

@@ -47,5 +47,22 @@ TEST(FloatToHalfTest, OverflowsToInfinityAndKeepsNan) {
   EXPECT_NE(nan & 0x03FF, 0);
 }
 
+TEST(HalfToFloatTest, InvertsFloatToHalfOnEveryHalf) {
+  // Every finite half, normal and subnormal, round-trips; NaNs stay NaN.
+  for (uint32_t bits = 0; bits <= 0xFFFF; ++bits) {
+    const uint16_t h = static_cast<uint16_t>(bits);
+    const float f = HalfToFloat(h);
+    if ((h & 0x7C00) == 0x7C00 && (h & 0x03FF) != 0) {
+      EXPECT_TRUE(std::isnan(f)) << bits;
+      continue;
+    }
+    ASSERT_EQ(FloatToHalf(f), h) << bits;
+  }
+  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
+  EXPECT_EQ(HalfToFloat(0xC000), -2.0f);
+  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(HalfToFloat(0x7C00), std::numeric_limits<float>::infinity());
+}
+
 }  // namespace
 }  // namespace stoker::tensor
