@@ -16,12 +16,14 @@ uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
-SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id) {
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id,
+                     uint32_t rep) {
   // Each key part goes through its own mix before it is folded in, so that
   // nearby (epoch, sample_id) pairs land on unrelated streams.
   uint64_t key = Mix64(seed + kGolden);
   key = Mix64(key ^ Mix64(epoch + 2 * kGolden));
   key = Mix64(key ^ Mix64(sample_id + 3 * kGolden));
+  if (rep != 0) key = Mix64(key ^ Mix64(rep + 4 * kGolden));
   for (uint64_t& word : state_) {
     key += kGolden;
     word = Mix64(key);

@@ -1,7 +1,7 @@
 // SampleRng: the random generator one sample's augmentations draw from.
 //
-// Its stream is a pure function of (seed, epoch, sample_id), so every random
-// choice made for a sample is reproducible whatever the worker count, thread
+// Its stream is a pure function of (seed, epoch, sample_id, rep), so every
+// random choice made for a sample is reproducible whatever the worker count, thread
 // timing or restart. The engine is xoshiro256** seeded through SplitMix64.
 //
 // Thread-safety: not thread-safe. Create one per sample, on the thread that
@@ -15,7 +15,11 @@ namespace stoker::pipeline {
 
 class SampleRng {
  public:
-  SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id);
+  // `rep` is which copy of the sample this is under repeated augmentation
+  // (ra_reps, docs/pipeline-design.md §4.5): each copy gets its own stream.
+  // rep 0 adds nothing to the key, so a stream without repeats is unchanged.
+  SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id,
+            uint32_t rep = 0);
 
   SampleRng(const SampleRng&) = delete;
   SampleRng& operator=(const SampleRng&) = delete;
