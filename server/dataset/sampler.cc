@@ -67,10 +67,16 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplerOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", o.rank, " is not below world_size ", o.world_size));
   }
+  if (o.ra_reps < 1 || o.ra_reps > kMaxRaReps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ra_reps ", o.ra_reps, " is outside 1..", kMaxRaReps));
+  }
   const uint64_t global_batch = uint64_t{o.world_size} * o.batch_size;
-  if (o.drop_last && o.num_samples < global_batch) {
+  const uint64_t entries = o.num_samples * o.ra_reps;
+  if (o.drop_last && entries < global_batch) {
     return absl::InvalidArgumentError(absl::StrCat(
         "drop_last with num_samples ", o.num_samples,
+        o.ra_reps > 1 ? absl::StrCat(" * ra_reps ", o.ra_reps) : "",
         " below world_size*batch_size ", global_batch, " leaves no step"));
   }
   return Sampler(o);
@@ -78,20 +84,32 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplerOptions& o) {
 
 Sampler::Sampler(const SamplerOptions& o)
     : options_(o),
+      entries_(o.num_samples * o.ra_reps),
       global_batch_(uint64_t{o.world_size} * o.batch_size),
-      full_steps_(o.num_samples / global_batch_) {
-  const uint64_t rest = o.num_samples % global_batch_;
-  tail_chunk_ = o.drop_last ? 0 : (rest + o.world_size - 1) / o.world_size;
+      full_steps_(entries_ / global_batch_) {
+  const uint64_t rest = entries_ % global_batch_;
+  if (o.drop_last) {
+    tail_chunk_ = 0;
+  } else if (o.ra_reps > 1) {
+    tail_chunk_ = rest;  // Strided: the ranks share the whole tail.
+  } else {
+    tail_chunk_ = (rest + o.world_size - 1) / o.world_size;
+  }
 }
 
 uint64_t Sampler::TailOffset() const {
-  return full_steps_ * global_batch_ + options_.rank * tail_chunk_;
+  const uint64_t start = full_steps_ * global_batch_;
+  return options_.ra_reps > 1 ? start + options_.rank
+                              : start + options_.rank * tail_chunk_;
 }
 
 uint64_t Sampler::TailCount() const {
   const uint64_t offset = TailOffset();
-  if (offset >= options_.num_samples) return 0;
-  return std::min(tail_chunk_, options_.num_samples - offset);
+  if (tail_chunk_ == 0 || offset >= entries_) return 0;
+  if (options_.ra_reps > 1) {  // Entries offset, offset + W, ... below M.
+    return (entries_ - offset + options_.world_size - 1) / options_.world_size;
+  }
+  return std::min(tail_chunk_, entries_ - offset);
 }
 
 uint64_t Sampler::StepsPerEpoch() const {
@@ -102,7 +120,7 @@ uint64_t Sampler::SamplesPerEpoch() const {
   return full_steps_ * options_.batch_size + TailCount();
 }
 
-std::vector<uint64_t> Sampler::StepSamples(uint64_t epoch, uint64_t step) {
+StepEntries Sampler::Step(uint64_t epoch, uint64_t step) {
   if (step >= StepsPerEpoch()) {  // A caller's bug: abort, like a CHECK.
     std::fprintf(stderr, "stoker: Sampler::StepSamples: step %llu of %llu\n",
                  static_cast<unsigned long long>(step),
@@ -111,13 +129,28 @@ std::vector<uint64_t> Sampler::StepSamples(uint64_t epoch, uint64_t step) {
   }
   const std::shared_ptr<const std::vector<uint64_t>> perm = Permutation(epoch);
   const bool tail = step == full_steps_;
-  const uint64_t offset = tail
-                              ? TailOffset()
-                              : step * global_batch_ + uint64_t{options_.rank} *
-                                                           options_.batch_size;
   const uint64_t count = tail ? TailCount() : options_.batch_size;
-  return std::vector<uint64_t>(perm->begin() + offset,
-                               perm->begin() + offset + count);
+  StepEntries out;
+  if (options_.ra_reps == 1) {
+    const uint64_t offset =
+        tail ? TailOffset()
+             : step * global_batch_ +
+                   uint64_t{options_.rank} * options_.batch_size;
+    out.ids.assign(perm->begin() + offset, perm->begin() + offset + count);
+    out.reps.assign(count, 0);
+    return out;
+  }
+  // Strided: entry j = step*WB + rank + i*W is copy j % k of p[j / k].
+  const uint64_t k = options_.ra_reps;
+  const uint64_t first = step * global_batch_ + options_.rank;
+  out.ids.reserve(count);
+  out.reps.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t j = first + i * options_.world_size;
+    out.ids.push_back((*perm)[j / k]);
+    out.reps.push_back(static_cast<uint32_t>(j % k));
+  }
+  return out;
 }
 
 std::shared_ptr<const std::vector<uint64_t>> Sampler::Permutation(

@@ -20,6 +20,21 @@
 //   step 1:  rank 0: p6 p7   rank 1: p8 p9   rank 2: (no step)
 // Ranks 0 and 1 have 2 steps per epoch, rank 2 has 1. With drop_last every
 // rank has 1 step and p6..p9 are left out of the epoch.
+//
+// Repeated augmentation (ra_reps = k > 1, docs/pipeline-design.md §4.5):
+// the epoch is the sequence of N*k entries E[j] = (p[j / k], rep = j % k),
+// and everything above applies to E instead of p, except that a rank takes
+// the entries of a global step (and of the tail) strided, not blocked: rank
+// r takes entries s*WB + r, s*WB + r + W, ... So entry j always goes to rank
+// j mod W, and a sample's k adjacent copies land on k different ranks when
+// k <= W, as torchvision's RASampler spreads them (rank r's entries are
+// E[r::W], RASampler's order before it pads and truncates). The tail gives
+// rank r the ceil((R - r) / W) entries left at r, r+W, ... (none if r >= R).
+// Example: N = 3, k = 2, B = 2, W = 2: E = (p0,0) (p0,1) (p1,0) (p1,1)
+// (p2,0) (p2,1); WB = 4, F = 1, R = 2.
+//   step 0:  rank 0: (p0,0) (p1,0)   rank 1: (p0,1) (p1,1)
+//   step 1:  rank 0: (p2,0)          rank 1: (p2,1)
+// k = 1 is the blocked rule above, byte for byte.
 #ifndef STOKER_SERVER_DATASET_SAMPLER_H_
 #define STOKER_SERVER_DATASET_SAMPLER_H_
 
@@ -43,6 +58,17 @@ struct SamplerOptions {
   uint32_t rank = 0;
   uint32_t world_size = 1;
   bool drop_last = false;
+  uint32_t ra_reps = 1;  // Copies of each sample per epoch (1..kMaxRaReps).
+};
+
+// The bound on SamplerOptions::ra_reps.
+inline constexpr uint32_t kMaxRaReps = 64;
+
+// The entries of one step of one rank: sample ids and, parallel to them,
+// which copy of the sample each is (0 when ra_reps is 1).
+struct StepEntries {
+  std::vector<uint64_t> ids;
+  std::vector<uint32_t> reps;
 };
 
 // The sample ids of one rank, step by step. Thread-compatible: StepSamples
@@ -50,19 +76,25 @@ struct SamplerOptions {
 class Sampler {
  public:
   // InvalidArgument naming the bad field: num_samples 0, batch_size 0,
-  // world_size 0, rank >= world_size, or drop_last with fewer samples than
-  // one global step.
+  // world_size 0, rank >= world_size, ra_reps outside 1..kMaxRaReps, or
+  // drop_last with fewer entries (num_samples * ra_reps) than one global
+  // step.
   static absl::StatusOr<Sampler> Create(const SamplerOptions& o);
 
   const SamplerOptions& options() const { return options_; }
 
-  // Steps and samples per epoch for this rank.
+  // Steps and entries (samples, counting each copy) per epoch for this
+  // rank.
   uint64_t StepsPerEpoch() const;
   uint64_t SamplesPerEpoch() const;
 
-  // The ids this rank receives at (epoch, step), in order.
+  // The entries this rank receives at (epoch, step), in order.
   // REQUIRES: step < StepsPerEpoch() (else the process aborts).
-  std::vector<uint64_t> StepSamples(uint64_t epoch, uint64_t step);
+  StepEntries Step(uint64_t epoch, uint64_t step);
+  // Step(epoch, step).ids.
+  std::vector<uint64_t> StepSamples(uint64_t epoch, uint64_t step) {
+    return Step(epoch, step).ids;
+  }
 
   // EpochPermutation(num_samples, seed, epoch), cached for the last epoch
   // asked for. Each stream has its own Sampler and so its own cache; the
@@ -78,9 +110,10 @@ class Sampler {
   uint64_t TailOffset() const;
 
   SamplerOptions options_;
+  uint64_t entries_;       // M = N * ra_reps.
   uint64_t global_batch_;  // W*B.
-  uint64_t full_steps_;    // floor(N / W*B).
-  uint64_t tail_chunk_;    // ceil(R / W); 0 with drop_last.
+  uint64_t full_steps_;    // floor(M / W*B).
+  uint64_t tail_chunk_;    // Blocked: ceil(R / W); strided: R; 0 with drop_last.
 
   uint64_t cached_epoch_ = 0;
   std::shared_ptr<const std::vector<uint64_t>> cached_;  // Null until used.

@@ -18,10 +18,11 @@ uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
-SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id)
-    : SampleRng(seed, epoch, sample_id, 0) {}
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id,
+                     uint32_t rep)
+    : SampleRng(Subkeyed{}, seed, epoch, sample_id, rep) {}
 
-SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t id,
+SampleRng::SampleRng(Subkeyed, uint64_t seed, uint64_t epoch, uint64_t id,
                      uint64_t subkey) {
   // Each key part goes through its own mix before it is folded in, so that
   // nearby (epoch, sample_id) pairs land on unrelated streams. A subkey of
@@ -80,7 +81,7 @@ bool SampleRng::Bernoulli(double p) {
 
 SampleRng SampleRng::ForBatch(uint64_t seed, uint64_t epoch, uint64_t step,
                               uint32_t rank) {
-  return SampleRng(seed, epoch, step, (uint64_t{1} << 63) | rank);
+  return SampleRng(Subkeyed{}, seed, epoch, step, (uint64_t{1} << 63) | rank);
 }
 
 double SampleRng::Normal() {

@@ -1,7 +1,7 @@
 // SampleRng: the random generator one sample's augmentations draw from.
 //
-// Its stream is a pure function of (seed, epoch, sample_id), so every random
-// choice made for a sample is reproducible whatever the worker count, thread
+// Its stream is a pure function of (seed, epoch, sample_id, rep), so every
+// random choice made for a sample is reproducible whatever the worker count, thread
 // timing or restart. The engine is xoshiro256** seeded through SplitMix64.
 // ForBatch gives the generator of a whole batch's choices (MixUp's lambda,
 // CutMix's box), a pure function of (seed, epoch, step, rank) on a stream
@@ -18,7 +18,11 @@ namespace stoker::pipeline {
 
 class SampleRng {
  public:
-  SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id);
+  // `rep` is which copy of the sample this is under repeated augmentation
+  // (ra_reps, docs/pipeline-design.md §4.5): each copy gets its own stream.
+  // rep 0 adds nothing to the key, so a stream without repeats is unchanged.
+  SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id,
+            uint32_t rep = 0);
 
   // The generator of the batch at (epoch, step) of `rank`'s stream. Its key
   // carries bit 63 in a part that sample keys leave out, so it is never a
@@ -58,7 +62,11 @@ class SampleRng {
   double Beta(double a, double b);
 
  private:
-  SampleRng(uint64_t seed, uint64_t epoch, uint64_t id, uint64_t subkey);
+  // The key (seed, epoch, id, subkey); a subkey of 0 adds nothing. A rep
+  // is a subkey below 2^32; a batch's has bit 63.
+  struct Subkeyed {};
+  SampleRng(Subkeyed, uint64_t seed, uint64_t epoch, uint64_t id,
+            uint64_t subkey);
 
   // log(X) for X ~ Gamma(alpha, 1).
   double LogGamma(double alpha);

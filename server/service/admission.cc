@@ -40,6 +40,9 @@ std::string PlanDifference(const JobPlan& have, const JobPlan& want) {
     return diff("drop_last", have.drop_last ? "true" : "false",
                 want.drop_last ? "true" : "false");
   }
+  if (have.ra_reps != want.ra_reps) {
+    return diff("ra_reps", have.ra_reps, want.ra_reps);
+  }
   if (have.num_samples != want.num_samples) {
     return absl::StrCat("dataset '", want.dataset, "' had ", have.num_samples,
                         " samples when the job began and has ",

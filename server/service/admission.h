@@ -5,7 +5,7 @@
 //   - the streams open in total and per peer;
 //   - the jobs: streams that carry the same job id share one epoch plan. The
 //     first stream of a job fixes the plan (dataset, pipeline, seed, batch
-//     size, world size, drop_last, and the dataset's size) and the job's pool
+//     size, world size, drop_last, ra_reps, and the dataset's size) and the job's pool
 //     group and weight; each rank has at most one open stream.
 //
 // Admit() waits, up to the request's deadline, for budget to free up or for
@@ -64,6 +64,7 @@ struct JobPlan {
   uint32_t world_size = 1;
   bool drop_last = false;
   uint64_t num_samples = 0;  // The dataset's size when the job began.
+  uint32_t ra_reps = 1;
 };
 
 struct AdmissionLimits {

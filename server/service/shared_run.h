@@ -1,7 +1,8 @@
 // SharedRun: one preprocessing run whose batches go to several streams.
 //
 // Streams that opt in (`share: true`) and ask for the same plan (dataset,
-// pipeline, seed, batch size, world size, rank, drop_last) attach to one run.
+// pipeline, seed, batch size, world size, rank, drop_last, ra_reps) attach
+// to one run.
 // The run builds each batch once, with a private producer Stream into its
 // own buffers, and lends it to every attached stream that asks for it: the
 // stream's transport hands the run's buffer over in place (a shm client

@@ -58,6 +58,7 @@ struct Stream::Building {
   uint64_t epoch = 0;
   uint64_t step = 0;
   std::vector<uint64_t> ids;
+  std::vector<uint32_t> reps;  // Parallel to ids: which copy (ra_reps).
   std::unique_ptr<BatchBuffer> buffer;
   std::atomic<uint32_t> remaining{0};
   std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
@@ -127,7 +128,9 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
     auto b = std::make_unique<Building>();
     b->epoch = next_epoch_;
     b->step = next_step_;
-    b->ids = sampler_.StepSamples(next_epoch_, next_step_);
+    dataset::StepEntries entries = sampler_.Step(next_epoch_, next_step_);
+    b->ids = std::move(entries.ids);
+    b->reps = std::move(entries.reps);
     b->buffer = std::move(buffer);
     b->remaining = static_cast<uint32_t>(b->ids.size());
     b->errors.resize(b->ids.size());
@@ -264,7 +267,7 @@ void Stream::SubmitSamples(Building* batch) {
 void Stream::RunSample(Building* batch, uint32_t index) {
   if (!cancelled_) {
     const uint64_t id = batch->ids[index];
-    pipeline::SampleRng rng(spec_.seed, batch->epoch, id);
+    pipeline::SampleRng rng(spec_.seed, batch->epoch, id, batch->reps[index]);
     const size_t num_tensors = layout_.per_sample().size();
     absl::InlinedVector<uint8_t*, 4> dst(num_tensors);
     for (size_t t = 0; t < num_tensors; ++t) {

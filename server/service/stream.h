@@ -83,6 +83,7 @@ struct StreamSpec {
   uint32_t world_size = 1;
   std::string job_id;
   bool drop_last = false;
+  uint32_t ra_reps = 1;  // Copies of each sample per epoch (sampler.h).
   uint32_t prefetch = 0;  // 0: the daemon's default.
   uint64_t start_epoch = 0;
   uint64_t start_step = 0;

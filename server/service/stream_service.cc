@@ -112,6 +112,7 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
   so.rank = spec.rank;
   so.world_size = spec.world_size;
   so.drop_last = spec.drop_last;
+  so.ra_reps = spec.ra_reps;
   absl::StatusOr<dataset::Sampler> sampler = dataset::Sampler::Create(so);
   if (!sampler.ok()) return sampler.status();
   const uint64_t steps = sampler->StepsPerEpoch();
@@ -169,7 +170,7 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
   p.request.rank = spec.rank;
   p.request.plan = JobPlan{spec.dataset,    spec.pipeline,  spec.seed,
                            spec.batch_size, spec.world_size, spec.drop_last,
-                           so.num_samples};
+                           so.num_samples,  spec.ra_reps};
   p.request.weight = spec.weight;
   p.request.what = absl::StrCat("this stream (", window, " batches of ",
                                 FormatBytes(batch_bytes), ")");
@@ -313,7 +314,7 @@ absl::StatusOr<std::shared_ptr<BufferSource>> StreamService::JoinRun(
   const double weight = opened.ticket->weight();
   RunKey key{producer.catalog.get(), spec.dataset,    spec.pipeline,
              spec.seed,              spec.batch_size, spec.world_size,
-             spec.rank,              spec.drop_last};
+             spec.rank,              spec.drop_last,  spec.ra_reps};
   absl::MutexLock lock(&mu_);
   std::vector<std::weak_ptr<SharedRun>>& runs = runs_[key];
   runs.erase(std::remove_if(runs.begin(), runs.end(),

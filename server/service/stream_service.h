@@ -203,11 +203,12 @@ class StreamService {
     uint64_t seed;
     uint32_t batch_size, world_size, rank;
     bool drop_last;
+    uint32_t ra_reps;
     bool operator<(const RunKey& o) const {
       return std::tie(catalog, dataset, pipeline, seed, batch_size, world_size,
-                      rank, drop_last) <
+                      rank, drop_last, ra_reps) <
              std::tie(o.catalog, o.dataset, o.pipeline, o.seed, o.batch_size,
-                      o.world_size, o.rank, o.drop_last);
+                      o.world_size, o.rank, o.drop_last, o.ra_reps);
     }
   };
 

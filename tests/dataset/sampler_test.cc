@@ -192,6 +192,183 @@ TEST(SamplerTest, CreateRejectsBadOptionsNamingTheField) {
   EXPECT_EQ(error({10, 1, 4, 0, 3, true}),
             "INVALID_ARGUMENT: drop_last with num_samples 10 below "
             "world_size*batch_size 12 leaves no step");
+  EXPECT_EQ(error({10, 1, 4, 0, 1, false, 0}),
+            "INVALID_ARGUMENT: ra_reps 0 is outside 1..64");
+  EXPECT_EQ(error({10, 1, 4, 0, 1, false, 65}),
+            "INVALID_ARGUMENT: ra_reps 65 is outside 1..64");
+  EXPECT_EQ(error({2, 1, 4, 0, 3, true, 4}),
+            "INVALID_ARGUMENT: drop_last with num_samples 2 * ra_reps 4 below "
+            "world_size*batch_size 12 leaves no step");
+  EXPECT_TRUE(Sampler::Create({3, 1, 4, 0, 3, true, 4}).ok());
+  EXPECT_TRUE(Sampler::Create({10, 1, 4, 0, 1, false, 64}).ok());
+}
+
+// Repeated augmentation (ra_reps = k).
+
+struct Entry {
+  uint64_t id;
+  uint32_t rep;
+  uint32_t rank;
+  uint64_t step;
+};
+
+// Every entry the ranks of a job receive in one epoch with ra_reps = k, in
+// the order of (step, rank, position in the batch).
+std::vector<Entry> WholeRaEpoch(uint64_t n, uint32_t batch, uint32_t world,
+                                uint32_t k, bool drop_last, uint64_t epoch) {
+  std::vector<Sampler> ranks;
+  uint64_t steps = 0;
+  for (uint32_t r = 0; r < world; ++r) {
+    absl::StatusOr<Sampler> s =
+        Sampler::Create({n, 1, batch, r, world, drop_last, k});
+    EXPECT_TRUE(s.ok()) << s.status();
+    ranks.push_back(*std::move(s));
+    steps = std::max(steps, ranks.back().StepsPerEpoch());
+  }
+  std::vector<Entry> all;
+  for (uint64_t step = 0; step < steps; ++step) {
+    for (uint32_t r = 0; r < world; ++r) {
+      if (step >= ranks[r].StepsPerEpoch()) continue;
+      const StepEntries e = ranks[r].Step(epoch, step);
+      EXPECT_EQ(e.ids.size(), e.reps.size());
+      EXPECT_LE(e.ids.size(), batch);
+      for (size_t i = 0; i < e.ids.size(); ++i) {
+        all.push_back({e.ids[i], e.reps[i], r, step});
+      }
+    }
+  }
+  return all;
+}
+
+TEST(SamplerRaTest, EachIdAndRepOncePerEpochAcrossRanks) {
+  for (uint32_t k : {2, 3, 4}) {
+    for (uint32_t world : {1, 2, 3, 4, 8}) {
+      for (uint32_t batch : {1, 2, 5}) {
+        for (uint64_t n : {1, 7, 10, 23}) {
+          const std::vector<Entry> got =
+              WholeRaEpoch(n, batch, world, k, /*drop_last=*/false, 1);
+          std::vector<uint32_t> seen(n * k, 0);
+          for (const Entry& e : got) {
+            ASSERT_LT(e.id, n);
+            ASSERT_LT(e.rep, k);
+            ++seen[e.id * k + e.rep];
+          }
+          EXPECT_EQ(got.size(), n * k);
+          EXPECT_EQ(std::count(seen.begin(), seen.end(), 1u),
+                    static_cast<ptrdiff_t>(n * k))
+              << "n=" << n << " B=" << batch << " W=" << world << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerRaTest, CopiesOfASampleLandOnDistinctRanksWhenKAtMostW) {
+  for (uint32_t world : {2, 3, 4, 8}) {
+    for (uint32_t k = 2; k <= world; ++k) {
+      for (uint32_t batch : {1, 2, 5}) {
+        for (uint64_t n : {7, 10, 23}) {
+          std::vector<std::vector<uint32_t>> ranks_of(n);
+          for (const Entry& e : WholeRaEpoch(n, batch, world, k, false, 0)) {
+            ranks_of[e.id].push_back(e.rank);
+          }
+          for (uint64_t id = 0; id < n; ++id) {
+            std::vector<uint32_t> r = ranks_of[id];
+            ASSERT_EQ(r.size(), k);
+            std::sort(r.begin(), r.end());
+            EXPECT_EQ(std::unique(r.begin(), r.end()), r.end())
+                << "id " << id << " n=" << n << " B=" << batch
+                << " W=" << world << " k=" << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerRaTest, RankTakesEveryWthEntryOfTheExpandedEpoch) {
+  // Rank r's entries, in order, are E[r::W] with E[j] = (p[j/k], j%k):
+  // RASampler's order before it pads and truncates.
+  const uint64_t n = 23;
+  const uint32_t k = 3, world = 4, batch = 5;
+  const std::vector<uint64_t> p = EpochPermutation(n, 1, 2);
+  for (uint32_t r = 0; r < world; ++r) {
+    std::vector<std::pair<uint64_t, uint32_t>> want, got;
+    for (uint64_t j = r; j < n * k; j += world) {
+      want.emplace_back(p[j / k], static_cast<uint32_t>(j % k));
+    }
+    for (const Entry& e : WholeRaEpoch(n, batch, world, k, false, 2)) {
+      if (e.rank == r) got.emplace_back(e.id, e.rep);
+    }
+    EXPECT_EQ(got, want) << "rank " << r;
+  }
+}
+
+TEST(SamplerRaTest, WorkedExampleAndTheTail) {
+  // N = 3, k = 2, B = 2, W = 2 (sampler.h): step 0 is full, the tail of 2
+  // entries gives each rank one.
+  const std::vector<uint64_t> p = EpochPermutation(3, 1, 0);
+  Sampler r0 = *Sampler::Create({3, 1, 2, 0, 2, false, 2});
+  Sampler r1 = *Sampler::Create({3, 1, 2, 1, 2, false, 2});
+  EXPECT_THAT(r0.Step(0, 0).ids, ElementsAre(p[0], p[1]));
+  EXPECT_THAT(r0.Step(0, 0).reps, ElementsAre(0, 0));
+  EXPECT_THAT(r1.Step(0, 0).ids, ElementsAre(p[0], p[1]));
+  EXPECT_THAT(r1.Step(0, 0).reps, ElementsAre(1, 1));
+  EXPECT_THAT(r0.Step(0, 1).ids, ElementsAre(p[2]));
+  EXPECT_THAT(r1.Step(0, 1).reps, ElementsAre(1));
+  EXPECT_EQ(r0.StepsPerEpoch(), 2u);
+  EXPECT_EQ(r1.SamplesPerEpoch(), 3u);
+  // N = 5, k = 2, B = 4, W = 4: M = 10, F = 0, R = 10 strided over 4 ranks
+  // as 3, 3, 2, 2 entries.
+  std::vector<uint64_t> sizes;
+  for (uint32_t r = 0; r < 4; ++r) {
+    Sampler s = *Sampler::Create({5, 1, 4, r, 4, false, 2});
+    sizes.push_back(s.SamplesPerEpoch());
+    EXPECT_EQ(s.StepsPerEpoch(), 1u);
+  }
+  EXPECT_THAT(sizes, ElementsAre(3, 3, 2, 2));
+  // N = 2, k = 2, W = 8: ranks 4..7 get no entry and no step.
+  EXPECT_EQ(Sampler::Create({2, 1, 1, 3, 8, false, 2})->StepsPerEpoch(), 1u);
+  EXPECT_EQ(Sampler::Create({2, 1, 1, 4, 8, false, 2})->StepsPerEpoch(), 0u);
+}
+
+TEST(SamplerRaTest, DropLastLeavesOutOnlyTheTailOfTheExpandedEpoch) {
+  for (uint32_t k : {2, 4}) {
+    for (uint32_t world : {1, 3, 4}) {
+      for (uint32_t batch : {1, 2, 5}) {
+        for (uint64_t n : {7, 23, 24}) {
+          const uint64_t global = uint64_t{world} * batch;
+          if (n * k < global) continue;
+          const uint64_t kept = n * k / global * global;
+          const std::vector<uint64_t> p = EpochPermutation(n, 1, 0);
+          std::vector<std::pair<uint64_t, uint32_t>> want, got;
+          for (uint64_t j = 0; j < kept; ++j) {
+            want.emplace_back(p[j / k], static_cast<uint32_t>(j % k));
+          }
+          for (const Entry& e : WholeRaEpoch(n, batch, world, k, true, 0)) {
+            got.emplace_back(e.id, e.rep);
+          }
+          std::sort(want.begin(), want.end());
+          std::sort(got.begin(), got.end());
+          EXPECT_EQ(got, want)
+              << "n=" << n << " B=" << batch << " W=" << world << " k=" << k;
+          for (uint32_t r = 0; r < world; ++r) {
+            Sampler s = *Sampler::Create({n, 1, batch, r, world, true, k});
+            EXPECT_EQ(s.StepsPerEpoch(), kept / global);
+            EXPECT_EQ(s.SamplesPerEpoch(), kept / world);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerRaTest, OneRepIsTheBlockedRuleWithRepZero) {
+  Sampler one = *Sampler::Create({23, 1, 5, 1, 3, false, 1});
+  const std::vector<uint64_t> p = EpochPermutation(23, 1, 0);
+  const StepEntries e = one.Step(0, 0);
+  EXPECT_THAT(e.ids, ElementsAreArray(p.begin() + 5, p.begin() + 10));
+  EXPECT_THAT(e.reps, ElementsAre(0, 0, 0, 0, 0));
 }
 
 }  // namespace

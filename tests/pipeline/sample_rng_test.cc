@@ -43,6 +43,19 @@ TEST(SampleRngTest, EachKeyPartChangesTheStream) {
   EXPECT_NE(SampleRng(5, 1, 2).Next(), SampleRng(5, 2, 1).Next());
 }
 
+TEST(SampleRngTest, RepZeroIsTheOldStreamAndEachRepItsOwn) {
+  // rep 0 must leave every stream without repeated augmentation unchanged.
+  SampleRng plain(1, 2, 3), rep0(1, 2, 3, 0);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(plain.Next(), rep0.Next());
+  std::set<uint64_t> firsts;
+  for (uint32_t rep = 0; rep < 64; ++rep) {
+    firsts.insert(SampleRng(1, 2, 3, rep).Next());
+  }
+  EXPECT_EQ(firsts.size(), 64u);
+  // A rep must not alias a neighbouring sample id.
+  EXPECT_NE(SampleRng(1, 2, 3, 1).Next(), SampleRng(1, 2, 4).Next());
+}
+
 TEST(SampleRngTest, UniformStaysInRangeWithTheRightMean) {
   SampleRng rng(9, 0, 0);
   double sum = 0;

@@ -68,6 +68,25 @@ TEST(AdmissionTest, WaitingOpensCountAgainstTheStreamBounds) {
   EXPECT_EQ(admission->GetStats().open_streams, 4u);
 }
 
+TEST(AdmissionTest, RanksOfAJobMustAgreeOnRaReps) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(&pool, AdmissionLimits{});
+  AdmitRequest a = Request("p", 10);
+  a.job_id = "job";
+  a.plan.dataset = "d";
+  a.plan.ra_reps = 4;
+  AdmitRequest b = a;
+  b.rank = 1;
+  b.plan.ra_reps = 2;
+  auto first = admission->Admit(a, Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = admission->Admit(b, Wait(absl::ZeroDuration()));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("ra_reps"));
+  b.plan.ra_reps = 4;
+  EXPECT_TRUE(admission->Admit(b, Wait(absl::ZeroDuration())).ok());
+}
+
 TEST(AdmissionTest, AnOpenThatGivesUpWaitingStopsCounting) {
   pipeline::WorkerPool pool(1);
   auto admission = std::make_shared<Admission>(
