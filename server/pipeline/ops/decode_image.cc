@@ -25,11 +25,13 @@ OpDef MakeDecodeImageDef() {
   def.kind = OpKind::kDecode;
   def.binds_field = true;
   def.doc =
-      "Decodes a JPEG or PNG, chosen by content, to RGB (JPEG grayscale and "
-      "CMYK are converted; a PNG palette is expanded, gray replicated, alpha "
-      "dropped, 16 bits cut to 8). Must be the first op. Only the part of "
-      "the image that the later ops keep is decoded; a JPEG at the smallest "
-      "DCT scale (1/8, 1/4, 1/2 or 1) that covers the output size.";
+      "Decodes a JPEG, PNG, WebP or TIFF, chosen by content, to RGB as "
+      "PIL's convert(\"RGB\") does (JPEG grayscale and CMYK are converted; "
+      "a palette is expanded, gray replicated, alpha dropped, 16 bits cut to "
+      "8). Must be the first op. Only the part of the image that the later "
+      "ops keep is decoded (a TIFF is decoded whole, then cropped); a "
+      "JPEG at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that covers the "
+      "output size.";
   def.example = "decode_image";
   def.factory = MakeDecodeSpec;
   return def;
@@ -42,7 +44,7 @@ OpDef MakeDecodeJpegDef() {
   def.kind = OpKind::kDecode;
   def.doc =
       "The old name of decode_image, kept for existing configs; the same op "
-      "on the field `image` (it decodes PNG too).";
+      "on the field `image` (it decodes every format decode_image does).";
   def.example = "decode_jpeg";
   def.factory = MakeDecodeSpec;
   return def;
