@@ -20,6 +20,35 @@ add_library(stoker_opencv INTERFACE)
 target_include_directories(stoker_opencv SYSTEM INTERFACE ${OPENCV_INCLUDE_DIR})
 target_link_libraries(stoker_opencv INTERFACE ${OPENCV_IMGPROC_LIB} ${OPENCV_CORE_LIB})
 
+# Optional image decoders: WebP through libwebp (libwebp-dev), TIFF through
+# libtiff (libtiff-dev), each used when found unless turned off
+# (-DSTOKER_WEBP=OFF, -DSTOKER_TIFF=OFF: how the built-without refusals are
+# tested). Without them those formats are refused with FailedPrecondition
+# naming the package. (OpenCV's imgcodecs would add TIFF and BMP too, but
+# maps 139 libraries, 177 MiB with GDAL, poppler and HDF5, into the daemon.)
+option(STOKER_WEBP "Decode WebP with libwebp when it is found" ON)
+option(STOKER_TIFF "Decode TIFF with libtiff when it is found" ON)
+if(STOKER_WEBP)
+  pkg_check_modules(WEBP QUIET IMPORTED_TARGET libwebp)
+endif()
+if(WEBP_FOUND)
+  add_library(stoker_webp INTERFACE)
+  target_link_libraries(stoker_webp INTERFACE PkgConfig::WEBP)
+  message(STATUS "WebP decoder: on (libwebp ${WEBP_VERSION})")
+else()
+  message(STATUS "WebP decoder: off (STOKER_WEBP=OFF or no libwebp-dev)")
+endif()
+if(STOKER_TIFF)
+  pkg_check_modules(TIFF QUIET IMPORTED_TARGET libtiff-4>=4.5)
+endif()
+if(TIFF_FOUND)
+  add_library(stoker_tiff INTERFACE)
+  target_link_libraries(stoker_tiff INTERFACE PkgConfig::TIFF)
+  message(STATUS "TIFF decoder: on (libtiff ${TIFF_VERSION})")
+else()
+  message(STATUS "TIFF decoder: off (STOKER_TIFF=OFF or no libtiff-dev >= 4.5)")
+endif()
+
 find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
 # CUDA is optional (STOKER_CUDA, set in the top-level CMakeLists.txt). Only

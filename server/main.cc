@@ -14,6 +14,7 @@
 #include "server/config/config_reference.h"
 #include "server/cuda/cuda_probe.h"
 #include "server/metrics/log.h"
+#include "server/pipeline/decoders/decoder_set.h"
 #include "server/server_lib.h"
 #include "server/systemd/notifier.h"
 #include "server/systemd/status_line.h"
@@ -27,9 +28,11 @@ using stoker::metrics::LogLevel;
 #error "STOKER_VERSION is set by server/CMakeLists.txt"
 #endif
 
-// The text of --version: this build's version and what it can do with CUDA.
+// The text of --version: this build's version, the image formats it
+// decodes and what it can do with CUDA.
 std::string VersionText() {
-  return absl::StrCat("stokerd ", STOKER_VERSION, "\nCUDA: ",
+  return absl::StrCat("stokerd ", STOKER_VERSION, "\nimage formats: ",
+                      stoker::pipeline::DescribeImageFormats(), "\nCUDA: ",
                       stoker::cuda::DescribeCuda(stoker::cuda::ProbeCuda()));
 }
 

@@ -36,6 +36,9 @@ struct Scanned {
   uint64_t bytes = 0;  // Of its values.
   uint64_t hash = 0;   // Of its values, framed.
   std::string reason;  // Why it is bad, when !ok.
+  // The reason is this build's, not the sample's (a decoder it lacks):
+  // the pack stops whatever on_error says, so no such sample is dropped.
+  bool fatal = false;
   // Per field: RaggedLength for ragged fields, else 0.
   std::vector<uint64_t> lengths;
   // Per field: what PackOptions::validate named for a spatial one, or "".
@@ -85,7 +88,11 @@ Scanned Scan(const Importer& importer, uint64_t i,
     std::string format;
     if (field.kind->spatial() && o.validate) {
       absl::StatusOr<std::string> named = o.validate(value);
-      if (!named.ok()) return Bad(std::string(named.status().message()));
+      if (!named.ok()) {
+        Scanned bad = Bad(std::string(named.status().message()));
+        bad.fatal = absl::IsFailedPrecondition(named.status());
+        return bad;
+      }
       format = *std::move(named);
     }
     good.formats.push_back(std::move(format));
@@ -267,9 +274,19 @@ absl::StatusOr<ScanResult> ScanAll(const Importer& importer,
     ParallelFor(threads, r.scanned.size(), [&](uint64_t i) {
       if (failed) return;
       r.scanned[i] = Scan(importer, i, listing.schema, o);
-      if (!r.scanned[i].ok && o.on_error == OnError::kFail) failed = true;
+      if (!r.scanned[i].ok &&
+          (o.on_error == OnError::kFail || r.scanned[i].fatal)) {
+        failed = true;
+      }
       progress.Add(1, r.scanned[i].bytes);
     });
+  }
+  for (uint64_t i = 0; i < r.scanned.size(); ++i) {
+    if (r.scanned[i].fatal) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(listing.samples[i], ": ", r.scanned[i].reason,
+                       " (pack stopped whatever --on-error says)"));
+    }
   }
   r.skipped = listing.rejected;
   for (uint64_t i = 0; i < r.scanned.size(); ++i) {

@@ -325,13 +325,17 @@ void Stream::FinishBatchOf(Building* batch) {
     }
     // A ragged_limit's overflow policy decides for its own samples. A
     // damaged shard ends the stream even under kSkip: the file changed
-    // under the daemon, and no read of it can be trusted.
+    // under the daemon, and no read of it can be trusted. So does a
+    // FailedPrecondition (an image format this build cannot decode): the
+    // sample is fine, and skipping it would lose it.
     const std::optional<pipeline::RaggedOverflow> overflow =
         pipeline::RaggedOverflowOf(error);
     const bool skip =
         overflow.has_value()
             ? *overflow == pipeline::RaggedOverflow::kSkip
-            : on_corrupt_ != OnCorrupt::kFail && !dataset::IsShardDamage(error);
+            : on_corrupt_ != OnCorrupt::kFail &&
+                  !dataset::IsShardDamage(error) &&
+                  !absl::IsFailedPrecondition(error);
     if (!skip) {
       batch->run_error = error;
       return;

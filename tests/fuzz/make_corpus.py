@@ -108,6 +108,30 @@ def pngs():
     }
 
 
+def encoded(fmt, mode, size, **save):
+    out = io.BytesIO()
+    picture(mode, size).save(out, fmt, **save)
+    return out.getvalue()
+
+
+def images():
+    """fuzz_image: the PNGs, and WebP and TIFF files."""
+    webp = encoded("WEBP", "RGB", (24, 16), quality=50)
+    tiff = encoded("TIFF", "RGB", (17, 9))
+    return {
+        **pngs(),
+        "webp-lossy": webp,
+        "webp-lossless-rgba": encoded("WEBP", "RGBA", (9, 13), lossless=True),
+        "webp-truncated": webp[: len(webp) * 2 // 3],
+        "tiff-rgb": tiff,
+        "tiff-lzw-gray": encoded("TIFF", "L", (20, 20), compression="tiff_lzw"),
+        "tiff-palette": encoded("TIFF", "P", (16, 12)),
+        "tiff-truncated": tiff[: len(tiff) * 2 // 3],
+        "tiff-rgba-deflate": encoded("TIFF", "RGBA", (9, 7),
+                                     compression="tiff_adobe_deflate"),
+    }
+
+
 def record(fields):
     body = struct.pack("<I", len(fields))
     for f in fields:
@@ -338,7 +362,7 @@ def npys():
 
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "corpus"
-    for target, seeds in [("fuzz_jpeg", jpegs()), ("fuzz_png", pngs()),
+    for target, seeds in [("fuzz_jpeg", jpegs()), ("fuzz_image", images()),
                           ("fuzz_record", records()),
                           ("fuzz_manifest", manifests()),
                           ("fuzz_config", configs()),

@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#TARGETS[@]} -eq 0 ] &&
-  TARGETS=(fuzz_record fuzz_manifest fuzz_config fuzz_request fuzz_jpeg fuzz_png
+  TARGETS=(fuzz_record fuzz_manifest fuzz_config fuzz_request fuzz_jpeg fuzz_image
            fuzz_tar fuzz_tfrecord fuzz_pickle fuzz_msgpack fuzz_npy)
 
 BUILD=build-fuzz

@@ -334,7 +334,7 @@ TEST(PipelineRunTest, BytesOfNoKnownFormatAreDataLossSayingHowTheyStart) {
       RunImage({Op("decode_image"), Op("center_crop", {{"size", int64_t{8}}})},
                "GIF89a..."),
       StatusIs(absl::StatusCode::kDataLoss,
-               "not JPEG or PNG (starts 47 49 46 38)"));
+               "not JPEG, PNG, WebP or TIFF (starts 47 49 46 38)"));
 }
 
 }  // namespace

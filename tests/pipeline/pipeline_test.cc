@@ -288,7 +288,7 @@ TEST(BoundPipelineTest, BytesOfNoKnownFormatAreDataLossSayingHowTheyStart) {
   const auto bound = MustBind(TrainOps("float32", "chw"));
   EXPECT_THAT(RunOnce(*bound, "GIF89a, not an image we decode", 0, 0),
               StatusIs(absl::StatusCode::kDataLoss,
-                       "not JPEG or PNG (starts 47 49 46 38)"));
+                       "not JPEG, PNG, WebP or TIFF (starts 47 49 46 38)"));
 }
 
 TEST(BoundPipelineTest, RejectsWrongFieldAndBufferCounts) {

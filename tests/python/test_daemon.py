@@ -214,13 +214,16 @@ def test_standard_health_service_answers_serving(daemon):
 def version_lines():
     out = run([STOKERD, "--version"])
     lines = out.stdout.splitlines()
-    assert len(lines) == 2, out.stdout
+    assert len(lines) == 3, out.stdout
     return lines
 
 
 def test_version_says_whether_cuda_is_built_and_what_it_sees():
-    name, cuda = version_lines()
+    name, formats, cuda = version_lines()
     assert re.fullmatch(r"stokerd \d+\.\d+\.\d+", name), name
+    # JPEG and PNG always; WebP and TIFF unless built without their library.
+    assert re.fullmatch(r"image formats: JPEG PNG( WebP)?( TIFF)?"
+                        r"( \(built without: (WebP ?)?(TIFF)?\))?", formats), formats
     if cuda.startswith("CUDA: not built"):
         assert cuda == ("CUDA: not built (STOKER_CUDA=OFF or no toolkit at "
                         "build time)")
@@ -242,7 +245,7 @@ def test_the_cuda_runtime_is_linked_statically_if_at_all():
 
 
 def test_startup_log_states_the_cuda_facts_of_version(daemon):
-    _, cuda = version_lines()
+    _, _, cuda = version_lines()
     line = next(l for l in daemon.log().splitlines() if "event=cuda " in l)
     built = "no" if cuda.startswith("CUDA: not built") else "yes"
     assert f"built={built}" in line

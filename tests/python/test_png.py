@@ -282,7 +282,7 @@ def test_bytes_of_no_known_format_are_data_loss_naming_shard_and_key(
     assert out.returncode == 1
     assert status.startswith("DATA_LOSS"), status
     for part in ("dataset 'png': shard " + shard.name, ", key 3: ",
-                 "not JPEG or PNG (starts 47 49 46 38)"):
+                 "not JPEG, PNG, WebP or TIFF (starts 47 49 46 38)"):
         assert part in status, (part, status)
     assert status.count("dataset 'png'") == 1, status
     assert status.count("key 3") == 1, status

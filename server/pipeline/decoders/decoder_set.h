@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,9 +37,9 @@ class DecoderSet {
 
   // Sniffs `bytes`, makes a decoder for its format and reads its header.
   // The decoder is borrowed until the set is destroyed; `bytes` must stay
-  // alive and unchanged as long. DataLoss for bytes of no supported format
-  // ("not JPEG or PNG (starts 47 49 46 38)") and for a header its decoder
-  // refuses.
+  // alive and unchanged as long. FailedPrecondition for a format this
+  // build has no decoder for (FormatBuilt). DataLoss for bytes of no
+  // supported format ("not JPEG, PNG, WebP or TIFF (starts 47 49 46 38)") and for a header its decoder refuses.
   absl::StatusOr<ImageDecoder*> Open(std::string_view bytes);
 
  private:
@@ -48,6 +49,17 @@ class DecoderSet {
   // Decoders after the first of their format (several images per sample).
   std::vector<std::unique_ptr<ImageDecoder>> more_;
 };
+
+// OK if this build decodes `format`; else FailedPrecondition naming the
+// Debian package that would add it ("... install libwebp-dev and rebuild"):
+// a missing decoder is the daemon's defect, not a bad sample, so a stream
+// fails on it even under on_corrupt: skip. JPEG and PNG are always built.
+absl::Status FormatBuilt(ImageFormat format);
+
+// The formats this build decodes, and those it was built without, for
+// `stokerd --version`: "JPEG PNG WebP TIFF", or e.g. "JPEG PNG TIFF (built
+// without: WebP)".
+std::string DescribeImageFormats();
 
 // Fully decodes `bytes` as its sniffed format (JPEG at scale 1/8, which
 // still reads every Huffman-coded block; PNG every row, to IEND). OK or

@@ -14,6 +14,17 @@ ImageFormat SniffImageFormat(std::string_view bytes) {
   if (bytes.substr(0, 8) == std::string_view("\x89PNG\r\n\x1a\n", 8)) {
     return ImageFormat::kPng;
   }
+  if (bytes.size() >= 12 && bytes.substr(0, 4) == "RIFF" &&
+      bytes.substr(8, 4) == "WEBP") {
+    return ImageFormat::kWebp;
+  }
+  if (bytes.size() >= 4 &&
+      ((bytes.substr(0, 3) == "II*" && bytes[3] == '\0') ||
+       (bytes.substr(0, 3) == "II+" && bytes[3] == '\0') ||
+       (bytes.substr(0, 2) == "MM" && bytes[2] == '\0' &&
+        (bytes[3] == '*' || bytes[3] == '+')))) {
+    return ImageFormat::kTiff;
+  }
   return ImageFormat::kUnknown;
 }
 
@@ -23,6 +34,10 @@ std::string_view ImageFormatName(ImageFormat format) {
       return "JPEG";
     case ImageFormat::kPng:
       return "PNG";
+    case ImageFormat::kWebp:
+      return "WebP";
+    case ImageFormat::kTiff:
+      return "TIFF";
     case ImageFormat::kUnknown:
       break;
   }
@@ -30,7 +45,8 @@ std::string_view ImageFormatName(ImageFormat format) {
 }
 
 absl::Status UnknownFormatError(std::string_view bytes) {
-  if (bytes.empty()) return absl::DataLossError("not JPEG or PNG (no bytes)");
+  constexpr char kNot[] = "not JPEG, PNG, WebP or TIFF";
+  if (bytes.empty()) return absl::DataLossError(absl::StrCat(kNot, " (no bytes)"));
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string start;
   for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
@@ -40,7 +56,7 @@ absl::Status UnknownFormatError(std::string_view bytes) {
     start += kHex[b & 15];
   }
   return absl::DataLossError(
-      absl::StrCat("not JPEG or PNG (starts ", start, ")"));
+      absl::StrCat(kNot, " (starts ", start, ")"));
 }
 
 absl::Status OverPixelLimitError(int64_t width, int64_t height,

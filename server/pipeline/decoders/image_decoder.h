@@ -77,17 +77,19 @@ class ScaleSet {
   unsigned bits_ = 0;
 };
 
-enum class ImageFormat { kUnknown, kJpeg, kPng };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kTiff };
 
-// The format whose magic bytes `bytes` starts with: JPEG FF D8 FF, PNG
-// 89 'PNG' 0D 0A 1A 0A. Nothing else is looked at.
+// The format whose magic bytes `bytes` starts with: JPEG FF D8 FF; PNG
+// 89 'PNG' 0D 0A 1A 0A; WebP 'RIFF', four size bytes, 'WEBP'; TIFF 'II*' 00
+// or 'MM' 00 '*' (and BigTIFF's 2B for *). Nothing else is looked at.
 ImageFormat SniffImageFormat(std::string_view bytes);
 
-// "JPEG", "PNG", "unknown".
+// "JPEG", "PNG", "WebP", "TIFF", "unknown".
 std::string_view ImageFormatName(ImageFormat format);
 
-// The DataLoss for bytes of no supported format: "not JPEG or PNG (starts
-// 47 49 46 38)", the first (up to) four bytes in hex, "(no bytes)" if none.
+// The DataLoss for bytes of no supported format: "not JPEG, PNG, WebP or
+// TIFF (starts 47 49 46 38)", the first (up to) four bytes in hex, "(no
+// bytes)" if none.
 absl::Status UnknownFormatError(std::string_view bytes);
 
 class ImageDecoder {

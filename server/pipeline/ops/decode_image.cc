@@ -34,13 +34,14 @@ OpDef MakeDecodeImageDef() {
   def.kind = OpKind::kDecode;
   def.binds_field = true;
   def.doc =
-      "Decodes a JPEG or PNG, chosen by content, to RGB (JPEG grayscale and "
-      "CMYK are converted; a PNG palette is expanded, gray replicated, alpha "
-      "dropped, 16 bits cut to 8). Decode ops come first; several decode "
+      "Decodes a JPEG, PNG, WebP or TIFF, chosen by content, to RGB as "
+      "PIL's convert(\"RGB\") does (JPEG grayscale and CMYK are converted; "
+      "a palette is expanded, gray replicated, alpha dropped, 16 bits cut to "
+      "8). Decode ops come first; several decode "
       "several spatial fields of one size (an image and its mask), which "
       "every geometry op and warp transforms alike, each its own output. "
-      "Only the part of the image that the later ops keep is decoded; a JPEG "
-      "at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that covers the output "
+      "Only the part of the image that the later ops keep is decoded (a TIFF "
+      "is decoded whole, then cropped); a JPEG at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that covers the output "
       "size.";
   def.args = {
       ArgSpec::Optional("interpolation", ArgType::kString,
@@ -69,7 +70,7 @@ OpDef MakeDecodeJpegDef() {
   def.kind = OpKind::kDecode;
   def.doc =
       "The old name of decode_image, kept for existing configs; the same op "
-      "on the field `image` (it decodes PNG too).";
+      "on the field `image` (it decodes every format decode_image does).";
   def.example = "decode_jpeg";
   def.factory = MakeDecodeSpec;
   return def;

@@ -53,13 +53,13 @@ TEST(DecoderSetTest, BytesOfNoKnownFormatAreDataLossNamingTheirStart) {
   DecoderSet decoders;
   EXPECT_THAT(decoders.Open("GIF89a\x01\x02").status(),
               StatusIs(absl::StatusCode::kDataLoss,
-                       "not JPEG or PNG (starts 47 49 46 38)"));
+                       "not JPEG, PNG, WebP or TIFF (starts 47 49 46 38)"));
   EXPECT_THAT(
       decoders.Open("BM").status(),
-      StatusIs(absl::StatusCode::kDataLoss, "not JPEG or PNG (starts 42 4D)"));
+      StatusIs(absl::StatusCode::kDataLoss, "not JPEG, PNG, WebP or TIFF (starts 42 4D)"));
   EXPECT_THAT(
       decoders.Open("").status(),
-      StatusIs(absl::StatusCode::kDataLoss, "not JPEG or PNG (no bytes)"));
+      StatusIs(absl::StatusCode::kDataLoss, "not JPEG, PNG, WebP or TIFF (no bytes)"));
 }
 
 TEST(DecoderSetTest, TheLimitReachesEveryDecoder) {
@@ -79,7 +79,7 @@ TEST(ValidateImageTest, AcceptsJpegAndPngAndRefusesTheRest) {
   EXPECT_THAT(ValidateImage(MakeJpeg(65, 33, 1).substr(0, 300)),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("JPEG")));
   EXPECT_THAT(ValidateImage("GIF89a"), StatusIs(absl::StatusCode::kDataLoss,
-                                                HasSubstr("not JPEG or PNG")));
+                                                HasSubstr("not JPEG, PNG, WebP or TIFF")));
 }
 
 }  // namespace
