@@ -37,7 +37,11 @@ struct PipelineSteps {
   std::vector<std::unique_ptr<GeometryOp>> geometry;
   std::vector<Bound<PixelOp>> pixel;
   std::vector<Bound<TensorOp>> tensor;
-  std::optional<Bound<BatchOp>> batch;  // At most one: it owns the labels.
+  // At most one batch op: it owns the labels. Not a Bound<BatchOp>: clang 14
+  // (the fuzz build's compiler) crashes in TBAA reading the slot of an
+  // optional<Bound<BatchOp>>.
+  std::unique_ptr<BatchOp> batch;
+  int batch_slot = 0;  // Of the image it mixes, an index into decodes.
 };
 
 
@@ -326,7 +330,7 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
 
 absl::Status BoundPipeline::WriteSoftLabel(std::string_view raw,
                                            float* soft) const {
-  const SoftLabels& labels = steps_->batch->op->soft_labels();
+  const SoftLabels& labels = steps_->batch->soft_labels();
   const size_t size = tensor::DTypeSize(batch_->label_dtype);
   if (raw.size() != size) {
     return absl::DataLossError(absl::StrCat(
@@ -374,15 +378,15 @@ absl::Status BoundPipeline::RunBatch(absl::Span<uint8_t* const> tensors,
         absl::StrCat("batch run got ", tensors.size(), " tensors; the "
                      "pipeline has ", outputs_.size(), " outputs"));
   }
-  const PipelineSteps::Bound<BatchOp>& step = *steps_->batch;
+  const BatchOp& op = *steps_->batch;
   const OutputFormat& format = converter_.format();
   BatchImages batch;
-  batch.image = {tensors[step.slot], format.dtype, format.layout,
-                 batch_->height,     batch_->width, 3};
+  batch.image = {tensors[batch_->image_slot], format.dtype, format.layout,
+                 batch_->height, batch_->width, 3};
   batch.size = size;
   batch.soft = reinterpret_cast<float*>(tensors[batch_->soft_slot]);
-  batch.num_classes = step.op->soft_labels().num_classes;
-  return step.op->Apply(batch, rng);
+  batch.num_classes = op.soft_labels().num_classes;
+  return op.Apply(batch, rng);
 }
 
 Pipeline::Pipeline(std::string name, std::vector<std::string> op_names,
@@ -462,7 +466,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
                             "the image moves the mask with it)"));
       }
     }
-    if (kind == OpKind::kBatch && steps->batch.has_value()) {
+    if (kind == OpKind::kBatch && steps->batch != nullptr) {
       return OpError(i, absl::StrCat(context,
                                      "a pipeline takes one batch op (both "
                                      "would write the soft labels); use "
@@ -495,8 +499,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
             steps->tensor.push_back({std::move(alternative), slot});
           } else {
             if (absl::Status s = alternative->Check(format); !s.ok()) return s;
-            steps->batch = PipelineSteps::Bound<BatchOp>{std::move(alternative),
-                                                         slot};
+            steps->batch = std::move(alternative);
+            steps->batch_slot = slot;
           }
           return absl::OkStatus();
         },
@@ -600,11 +604,13 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     return s;
   }
   std::optional<BatchBinding> batch;
-  if (steps_->batch.has_value()) {
+  if (steps_->batch != nullptr) {
     absl::StatusOr<BatchBinding> binding =
-        BindBatch(schema, steps_->batch->op->soft_labels(), &slots);
+        BindBatch(schema, steps_->batch->soft_labels(), &slots);
     if (!binding.ok()) return binding.status();
     batch = *binding;
+    // Decode i writes output i (the loop above).
+    batch->image_slot = static_cast<size_t>(steps_->batch_slot);
     batch->height = out_height_;
     batch->width = out_width_;
   }

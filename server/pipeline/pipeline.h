@@ -101,6 +101,7 @@ struct BatchBinding {
   size_t label_field = 0;  // Record field of the labels.
   tensor::DType label_dtype = tensor::DType::kInt64;
   size_t soft_slot = 0;  // Output slot of the soft labels.
+  size_t image_slot = 0;  // Output slot of the image it mixes.
   int height = 0, width = 0;  // Of the image output.
 };
 
