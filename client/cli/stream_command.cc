@@ -81,7 +81,13 @@ int RunStream(const StreamFlags& flags) {
       bytes += t.size;
     }
     if (indices) {
-      for (uint64_t id : batch.sample_ids()) indices << id << '\n';
+      const std::vector<uint64_t>& ids = batch.sample_ids();
+      const std::vector<uint32_t>& reps = batch.sample_reps();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        indices << ids[i];
+        if (!reps.empty()) indices << ' ' << reps[i];
+        indices << '\n';
+      }
       // Flushed per batch: the file of a client killed mid-stream still
       // lists every sample it received.
       indices.flush();
@@ -121,8 +127,7 @@ int RunStream(const StreamFlags& flags) {
         // The rate after the first batch: the pipeline's steady state.
         {"steady_samples_per_second",
          batches > 1 && seconds > first_batch_seconds
-             ? (samples - first_batch_samples) /
-                   (seconds - first_batch_seconds)
+             ? (samples - first_batch_samples) / (seconds - first_batch_seconds)
              : 0.0},
         {"content_digest", absl::StrFormat("%016x", hash)},
         {"next_position", {{"epoch", next.epoch}, {"step", next.step}}},
@@ -176,6 +181,12 @@ void AddStreamCommand(CLI::App& app) {
   cmd->add_flag("--drop-last", o.drop_last,
                 "Leave out the tail of an epoch that cannot fill a whole step "
                 "across all ranks");
+  cmd->add_option("--ra-reps", o.ra_reps,
+                  "Repeated augmentation: each sample this many times per "
+                  "epoch (1..64), each copy augmented differently, spread "
+                  "over the ranks as torchvision's RASampler does")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--prefetch", o.prefetch,
                   "Batches in flight; 0 takes the daemon's default")
       ->capture_default_str();
@@ -220,7 +231,8 @@ void AddStreamCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--indices-out", flags->indices_out,
                   "Write the delivered sample ids, in order, one per line "
-                  "(flushed after each batch)");
+                  "(flushed after each batch); with --ra-reps above 1, "
+                  "'id rep' per line");
   cmd->add_flag("--json", flags->json,
                 "End with one JSON line: samples, batches, skipped_samples, "
                 "shared_batches, seconds, samples_per_second, "

@@ -1,7 +1,5 @@
 // Stream and Batch: one stream's protocol (open with transport fallback,
 // reconnect and resume, acks) over a Stream::Call (stream_call.h).
-#include "stoker/client.h"
-
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -12,6 +10,7 @@
 #include "client/lib/internal.h"
 #include "client/lib/stream_call.h"
 #include "client/lib/transport.h"
+#include "stoker/client.h"
 
 namespace stoker {
 namespace {
@@ -83,13 +82,12 @@ absl::Status Stream::Open(Clock::time_point deadline) {
   std::string refusals;
   for (size_t i = 0; i < transports->size(); ++i) {
     const ClientTransportDef& def = (*transports)[i];
-    absl::Status s =
-        def.make != nullptr
-            ? OpenWith(def.number, def.make(), deadline)
-            : absl::FailedPreconditionError(absl::StrCat(
-                  "this client has no ", def.name, " transport"));
-    const bool fall_back = absl::IsFailedPrecondition(s) ||
-                           absl::IsPermissionDenied(s);
+    absl::Status s = def.make != nullptr
+                         ? OpenWith(def.number, def.make(), deadline)
+                         : absl::FailedPreconditionError(absl::StrCat(
+                               "this client has no ", def.name, " transport"));
+    const bool fall_back =
+        absl::IsFailedPrecondition(s) || absl::IsPermissionDenied(s);
     if (!fall_back || i + 1 == transports->size()) {
       if (s.ok()) {
         info_.fallbacks = refusals;
@@ -141,6 +139,7 @@ absl::Status Stream::OpenWith(int transport_number,
   open->set_world_size(options_.world_size);
   open->set_job_id(options_.job_id);
   open->set_drop_last(options_.drop_last);
+  open->set_ra_reps(options_.ra_reps);
   open->set_prefetch(options_.prefetch);
   open->set_transport(static_cast<v1::Transport>(transport_number));
   open->set_hold(options_.hold);
@@ -235,7 +234,8 @@ void Stream::FlushReleased() {
   if (acks.empty()) return;
   v1::StreamRequest request;
   if (ack_list_) {
-    for (v1::Ack& ack : acks) *request.mutable_acks()->add_acks() = std::move(ack);
+    for (v1::Ack& ack : acks)
+      *request.mutable_acks()->add_acks() = std::move(ack);
     call_->Send(request);
     return;
   }
@@ -305,13 +305,17 @@ absl::Status Stream::Next(Batch* batch) {
       batch->sample_ids_.assign(b.sample_ids().begin(), b.sample_ids().end());
       batch->skipped_ids_.assign(b.skipped_ids().begin(),
                                  b.skipped_ids().end());
+      batch->sample_reps_.assign(b.sample_reps().begin(),
+                                 b.sample_reps().end());
+      batch->skipped_reps_.assign(b.skipped_reps().begin(),
+                                  b.skipped_reps().end());
       batch->shared_ = b.shared();
       batch->tensors_.clear();
       for (const v1::TensorSpec& t : b.tensors()) {
         if (t.offset() + t.length() > size) {
-          return absl::DataLossError(absl::StrCat(
-              "tensor '", t.name(), "' of epoch ", b.epoch(), " step ",
-              b.step(), " lies outside its batch"));
+          return absl::DataLossError(
+              absl::StrCat("tensor '", t.name(), "' of epoch ", b.epoch(),
+                           " step ", b.step(), " lies outside its batch"));
         }
         batch->tensors_.push_back(
             TensorView{t.name(),
@@ -327,9 +331,9 @@ absl::Status Stream::Next(Batch* batch) {
     }
     absl::Status s = NotCancelledByUs(FromGrpc(call_->End(/*cancel=*/false)));
     if (s.ok() && call_->channel != nullptr && call_->channel->truncated()) {
-      return absl::DataLossError(absl::StrCat(
-          "the side channel ", call_->channel->path(),
-          " ended inside a frame, yet the stream ended normally"));
+      return absl::DataLossError(
+          absl::StrCat("the side channel ", call_->channel->path(),
+                       " ended inside a frame, yet the stream ended normally"));
     }
     if (s.ok()) return absl::OutOfRangeError("end of stream");
     if (s.code() != absl::StatusCode::kUnavailable) return s;

@@ -215,26 +215,16 @@ absl::Status JpegDecoder::DecodeWindow(int scale, const PixelWindow& window,
                                        DecodedWindow* out) {
   int scaled_width = 0, scaled_height = 0;
   if (!StartGuarded(scale, &scaled_width, &scaled_height)) return Error();
-  if (window.x0 < 0 || window.y0 < 0 || window.x1 > scaled_width ||
-      window.y1 > scaled_height || window.width() <= 0 ||
-      window.height() <= 0) {
-    return absl::InternalError(
-        absl::StrCat("JPEG window [", window.x0, ",", window.x1, ")x[",
-                     window.y0, ",", window.y1, ") outside the ", scaled_width,
-                     "x", scaled_height, " image at scale ", scale, "/8"));
+  if (absl::Status s = CheckDecodeWindow("JPEG", ScaleSet::All(), scale, window,
+                                         scaled_width, scaled_height);
+      !s.ok()) {
+    return s;
   }
   int crop_x = 0, crop_width = 0;
   if (!CropAndSkipGuarded(window, &crop_x, &crop_width)) return Error();
 
-  out->width = window.width();
-  out->height = window.height();
-  out->stride = static_cast<size_t>(crop_width) * 3;
-  out->first_byte = static_cast<size_t>(window.x0 - crop_x) * 3;
-  const size_t bytes = out->stride * window.height();
-  if (out->buffer == nullptr || out->buffer_size < bytes) {
-    out->buffer.reset(new uint8_t[bytes]);  // Default-initialized: no memset.
-    out->buffer_size = bytes;
-  }
+  out->PrepareRgb(window, static_cast<size_t>(crop_width) * 3, window.height(),
+                  static_cast<size_t>(window.x0 - crop_x) * 3);
   std::vector<uint8_t> cmyk_row(state_->cmyk ? crop_width * 4 : 0);
   const bool ok =
       ReadRowsGuarded(window.height(), out->buffer.get(), out->stride,

@@ -22,6 +22,8 @@ absl::StatusOr<service::RemoteBatch> ToRemote(const Batch& batch) {
   out.step = batch.step();
   out.sample_ids = batch.sample_ids();
   out.skipped_ids = batch.skipped_ids();
+  out.sample_reps = batch.sample_reps();
+  out.skipped_reps = batch.skipped_reps();
   for (const TensorView& t : batch.tensors()) {
     std::optional<tensor::DType> dtype =
         tensor::DTypeFromName(DTypeName(t.dtype));
@@ -36,9 +38,8 @@ absl::StatusOr<service::RemoteBatch> ToRemote(const Batch& batch) {
 
 }  // namespace
 
-ChunkReader::ChunkReader(Client* client, StreamOptions options,
-                         uint64_t begin, uint64_t end,
-                         std::weak_ptr<service::ChunkSink> sink,
+ChunkReader::ChunkReader(Client* client, StreamOptions options, uint64_t begin,
+                         uint64_t end, std::weak_ptr<service::ChunkSink> sink,
                          std::function<void(const Result&)> on_end)
     : client_(client),
       options_(std::move(options)),

@@ -110,7 +110,8 @@ std::shared_ptr<service::RemoteChunk> HelperPool::Place(
                                ", here ", manifest_digest),
             ": not used for it");
         Log(LogLevel::kWarning, "helper_refused",
-            {{"helper", h->address}, {"dataset", spec.dataset},
+            {{"helper", h->address},
+             {"dataset", spec.dataset},
              {"reason", h->stats.last_error}});
       }
       continue;
@@ -132,6 +133,7 @@ std::shared_ptr<service::RemoteChunk> HelperPool::Place(
   o.world_size = spec.world_size;
   o.job_id = absl::StrCat("helper:", spec.job_id);
   o.drop_last = spec.drop_last;
+  o.ra_reps = spec.ra_reps;
   o.weight = spec.weight;
   // The helper builds the whole chunk at once, into its own memory.
   o.prefetch = static_cast<uint32_t>(end - begin);
@@ -209,8 +211,7 @@ void HelperPool::Probe(Helper* h) {
 }
 
 void HelperPool::Monitor() {
-  const int64_t stall_ns =
-      static_cast<int64_t>(options_.stall_seconds * 1e9);
+  const int64_t stall_ns = static_cast<int64_t>(options_.stall_seconds * 1e9);
   for (;;) {
     std::vector<Helper*> due;
     std::vector<std::shared_ptr<ChunkReader>> ended;
@@ -232,8 +233,8 @@ void HelperPool::Monitor() {
       }
       for (auto& c : chunks_) {
         if (c->StalledFor(now_ns, stall_ns)) {
-          c->GiveUp(absl::DeadlineExceededError(absl::StrCat(
-              "no batch for ", options_.stall_seconds, " s")));
+          c->GiveUp(absl::DeadlineExceededError(
+              absl::StrCat("no batch for ", options_.stall_seconds, " s")));
         }
       }
     }

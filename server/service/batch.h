@@ -164,6 +164,10 @@ struct ReadyBatch {
   uint64_t step = 0;
   std::vector<uint64_t> sample_ids;
   std::vector<uint64_t> skipped_ids;
+  // With ra_reps > 1 only (else empty): the copy each entry is, parallel to
+  // sample_ids and skipped_ids.
+  std::vector<uint32_t> sample_reps;
+  std::vector<uint32_t> skipped_reps;
   std::vector<BatchTensor> tensors;
   size_t bytes = 0;  // Payload bytes, from the start of the buffer.
   std::unique_ptr<BatchBuffer> buffer;

@@ -12,35 +12,56 @@ namespace stoker::service {
 absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
                                            uint64_t epoch, uint64_t step,
                                            const std::vector<uint64_t>& ids,
+                                           const std::vector<uint32_t>& reps,
                                            bool fail_on_corrupt,
                                            const RemoteBatch& remote,
                                            uint8_t* dst, size_t capacity) {
   if (remote.epoch != epoch || remote.step != step) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sent epoch ", remote.epoch, " step ", remote.step, " for epoch ",
-        epoch, " step ", step));
+    return absl::FailedPreconditionError(
+        absl::StrCat("sent epoch ", remote.epoch, " step ", remote.step,
+                     " for epoch ", epoch, " step ", step));
   }
-  // The helper's plan must be this stream's: each id of the step is either
-  // delivered or skipped, in the step's order.
+  // The helper's plan must be this stream's: each (id, rep) of the step is
+  // either delivered or skipped, in the step's order. Reps travel only with
+  // ra_reps > 1; absent, each is 0.
+  const auto has_reps = [](const std::vector<uint32_t>& r,
+                           const std::vector<uint64_t>& i) {
+    return r.empty() || r.size() == i.size();
+  };
+  if (!has_reps(remote.sample_reps, remote.sample_ids) ||
+      !has_reps(remote.skipped_reps, remote.skipped_ids)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "its batch for epoch ", epoch, " step ", step,
+        " has sample_reps or skipped_reps of another length than its ids"));
+  }
+  const auto rep_at = [](const std::vector<uint32_t>& r, size_t i) {
+    return r.empty() ? uint32_t{0} : r[i];
+  };
   size_t kept = 0;
   size_t skipped = 0;
-  for (uint64_t id : ids) {
-    if (kept < remote.sample_ids.size() && remote.sample_ids[kept] == id) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t id = ids[i];
+    const uint32_t rep = reps[i];
+    if (kept < remote.sample_ids.size() && remote.sample_ids[kept] == id &&
+        rep_at(remote.sample_reps, kept) == rep) {
       ++kept;
     } else if (skipped < remote.skipped_ids.size() &&
-               remote.skipped_ids[skipped] == id) {
+               remote.skipped_ids[skipped] == id &&
+               rep_at(remote.skipped_reps, skipped) == rep) {
       ++skipped;
     } else {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "its batch for epoch ", epoch, " step ", step,
-          " does not hold sample ", id, " where this daemon's plan has it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("its batch for epoch ", epoch, " step ", step,
+                       " does not hold sample ", id,
+                       rep == 0 ? std::string() : absl::StrCat(" copy ", rep),
+                       " where this daemon's plan has it"));
     }
   }
   if (kept != remote.sample_ids.size() ||
       skipped != remote.skipped_ids.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "its batch for epoch ", epoch, " step ", step,
-        " holds samples this daemon's plan does not"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("its batch for epoch ", epoch, " step ", step,
+                     " holds samples this daemon's plan does not"));
   }
   // Under on_corrupt: fail, a sample the helper skipped is rebuilt here,
   // where the corrupt record fails the stream with its own message.
@@ -54,9 +75,11 @@ absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
   const int64_t n = static_cast<int64_t>(kept);
   const std::vector<tensor::OutputSlot>& slots = layout.slots();
   if (remote.tensors.size() != slots.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "it sent ", remote.tensors.size(), " tensors where this daemon's "
-        "pipeline outputs ", slots.size(), " (another pipeline definition?)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("it sent ", remote.tensors.size(),
+                     " tensors where this daemon's "
+                     "pipeline outputs ",
+                     slots.size(), " (another pipeline definition?)"));
   }
   std::vector<BatchTensor> tensors;
   size_t end = 0;
@@ -102,6 +125,8 @@ absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
   ready.step = step;
   ready.sample_ids = remote.sample_ids;
   ready.skipped_ids = remote.skipped_ids;
+  ready.sample_reps = remote.sample_reps;
+  ready.skipped_reps = remote.skipped_reps;
   ready.tensors = std::move(tensors);
   ready.bytes = end;
   return ready;

@@ -17,15 +17,17 @@
 namespace stoker::service {
 
 // Copies `remote` into `dst` (of `capacity` bytes) and describes it, if it
-// is the batch of (epoch, step) whose samples are `ids` in `layout`: each
-// id delivered or skipped in order, and each of the layout's tensors there
-// with its name, dtype and shape (ragged values: any row count the
-// samples' room holds). FailedPrecondition naming the difference
-// otherwise, and, when `fail_on_corrupt`, for a batch with skipped ids
-// (this daemon rebuilds it, so that its own read names the bad record).
+// is the batch of (epoch, step) whose samples are `ids` (copies `reps`,
+// parallel to them; all 0 unless ra_reps > 1) in `layout`: each (id, rep)
+// delivered or skipped in order (a helper sends no reps for ra_reps 1), and
+// each of the layout's tensors there with its name, dtype and shape (ragged
+// values: any row count the samples' room holds). FailedPrecondition naming the
+// difference otherwise, and, when `fail_on_corrupt`, for a batch with skipped
+// ids (this daemon rebuilds it, so that its own read names the bad record).
 absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
                                            uint64_t epoch, uint64_t step,
                                            const std::vector<uint64_t>& ids,
+                                           const std::vector<uint32_t>& reps,
                                            bool fail_on_corrupt,
                                            const RemoteBatch& remote,
                                            uint8_t* dst, size_t capacity);

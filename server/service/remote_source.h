@@ -44,6 +44,8 @@ struct RemoteBatch {
   uint64_t step = 0;
   std::vector<uint64_t> sample_ids;
   std::vector<uint64_t> skipped_ids;
+  std::vector<uint32_t> sample_reps;   // Empty, or parallel to sample_ids.
+  std::vector<uint32_t> skipped_reps;  // Empty, or parallel to skipped_ids.
   std::vector<RemoteTensor> tensors;
 };
 
@@ -87,10 +89,11 @@ class ChunkPlacer {
   // batches under the id `begin`. `window` is the stream's window in
   // batches; `manifest_digest` names the dataset's pack, which the helper's
   // must equal.
-  virtual std::shared_ptr<RemoteChunk> Place(
-      const StreamSpec& spec, const std::string& manifest_digest,
-      uint64_t steps_per_epoch, uint64_t begin, uint64_t end,
-      std::weak_ptr<ChunkSink> sink) = 0;
+  virtual std::shared_ptr<RemoteChunk> Place(const StreamSpec& spec,
+                                             const std::string& manifest_digest,
+                                             uint64_t steps_per_epoch,
+                                             uint64_t begin, uint64_t end,
+                                             std::weak_ptr<ChunkSink> sink) = 0;
 };
 
 }  // namespace stoker::service

@@ -64,7 +64,7 @@ struct Stream::Building {
   std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
   bool done = false;                 // Guarded by the stream's mu_.
   Source source = Source::kTasks;    // Guarded by the stream's mu_.
-  uint64_t chunk = 0;  // kRemote: the chunk's id. Guarded by the stream's mu_.
+  uint64_t chunk = 0;   // kRemote: the chunk's id. Guarded by the stream's mu_.
   bool remote = false;  // Delivered by a helper.
   // Set when the run or a helper delivered it, or the worker that wrote its
   // last sample finished it: the batch's description (its buffer is
@@ -210,16 +210,16 @@ absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
     if (found == building_.end() ||
         found->second->source != Building::Source::kRemote ||
         found->second->chunk != chunk) {
-      return absl::CancelledError(absl::StrCat(
-          "the stream no longer waits for position ", pos, " from chunk ",
-          chunk));
+      return absl::CancelledError(
+          absl::StrCat("the stream no longer waits for position ", pos,
+                       " from chunk ", chunk));
     }
     b = found->second.get();
     b->source = Building::Source::kDelivering;
   }
   // Only this call touches b until it is marked done or given back.
   absl::StatusOr<ReadyBatch> ready =
-      TakeHelperBatch(layout_, b->epoch, b->step, b->ids,
+      TakeHelperBatch(layout_, b->epoch, b->step, b->ids, b->reps,
                       on_corrupt_ == OnCorrupt::kFail, remote,
                       b->buffer->data(), b->buffer->capacity());
   {
@@ -321,6 +321,7 @@ void Stream::FinishBatchOf(Building* batch) {
     if (error.ok()) {
       kept.push_back(i);
       ready.sample_ids.push_back(batch->ids[i]);
+      if (spec_.ra_reps > 1) ready.sample_reps.push_back(batch->reps[i]);
       continue;
     }
     // A ragged_limit's overflow policy decides for its own samples. A
@@ -330,17 +331,17 @@ void Stream::FinishBatchOf(Building* batch) {
     // sample is fine, and skipping it would lose it.
     const std::optional<pipeline::RaggedOverflow> overflow =
         pipeline::RaggedOverflowOf(error);
-    const bool skip =
-        overflow.has_value()
-            ? *overflow == pipeline::RaggedOverflow::kSkip
-            : on_corrupt_ != OnCorrupt::kFail &&
-                  !dataset::IsShardDamage(error) &&
-                  !absl::IsFailedPrecondition(error);
+    const bool skip = overflow.has_value()
+                          ? *overflow == pipeline::RaggedOverflow::kSkip
+                          : on_corrupt_ != OnCorrupt::kFail &&
+                                !dataset::IsShardDamage(error) &&
+                                !absl::IsFailedPrecondition(error);
     if (!skip) {
       batch->run_error = error;
       return;
     }
     ready.skipped_ids.push_back(batch->ids[i]);
+    if (spec_.ra_reps > 1) ready.skipped_reps.push_back(batch->reps[i]);
   }
   ready.tensors =
       FinishBatch(layout_, batch->buffer->data(), kept, &ready.bytes);
@@ -402,8 +403,7 @@ std::optional<ReadyBatch> Stream::TakeReady() {
 void Stream::CountDelivered(const ReadyBatch& ready) {
   counts_->Add(Count::kSamples, static_cast<int64_t>(ready.sample_ids.size()));
   counts_->Add(Count::kBatches, 1);
-  counts_->Add(Count::kSkipped,
-               static_cast<int64_t>(ready.skipped_ids.size()));
+  counts_->Add(Count::kSkipped, static_cast<int64_t>(ready.skipped_ids.size()));
   counts_->Add(Count::kBytes, static_cast<int64_t>(ready.bytes));
   if (ready.shared) counts_->Add(Count::kSharedBatches, 1);
 }
@@ -421,8 +421,7 @@ void Stream::Deliver(uint64_t seq, std::shared_ptr<const ReadyBatch> batch,
   {
     absl::MutexLock lock(&mu_);
     auto it = building_.find(seq);
-    if (it == building_.end() ||
-        it->second->source != Building::Source::kRun) {
+    if (it == building_.end() || it->second->source != Building::Source::kRun) {
       return;
     }
     b = it->second.get();
@@ -436,6 +435,8 @@ void Stream::Deliver(uint64_t seq, std::shared_ptr<const ReadyBatch> batch,
     ready.step = b->step;
     ready.sample_ids = batch->sample_ids;
     ready.skipped_ids = batch->skipped_ids;
+    ready.sample_reps = batch->sample_reps;
+    ready.skipped_reps = batch->skipped_reps;
     ready.tensors = batch->tensors;
     ready.bytes = batch->bytes;
     ready.shared = shared;

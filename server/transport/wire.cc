@@ -27,6 +27,7 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   spec.weight = open.weight() == 0 ? 1.0 : open.weight();  // 0: unset.
   spec.hold = open.hold();
   spec.share = open.share();
+  spec.ra_reps = open.ra_reps() == 0 ? 1 : open.ra_reps();  // 0: unset.
   return spec;
 }
 
@@ -62,6 +63,8 @@ void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out) {
   out->set_shared(batch.shared);
   for (uint64_t id : batch.sample_ids) out->add_sample_ids(id);
   for (uint64_t id : batch.skipped_ids) out->add_skipped_ids(id);
+  for (uint32_t rep : batch.sample_reps) out->add_sample_reps(rep);
+  for (uint32_t rep : batch.skipped_reps) out->add_skipped_reps(rep);
   for (const service::BatchTensor& t : batch.tensors) {
     v1::TensorSpec* spec = out->add_tensors();
     ToProto(t.spec, spec);

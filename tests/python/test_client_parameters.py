@@ -20,7 +20,8 @@ LOADER_DEFAULTS = {"epochs": None, "rank": None, "world_size": None,
 # a daemon with the `bytes` pipeline accepts.
 NOT_DEFAULT = dict(
     dataset="train", pipeline="bytes", batch_size=3, seed=7, epochs=2,
-    rank=1, world_size=2, job_id="forwarded", drop_last=True, prefetch=3,
+    rank=1, world_size=2, job_id="forwarded", drop_last=True, ra_reps=2,
+    prefetch=3,
     hold=2, share=True, weight=2.5, open_timeout=9.0, transport="grpc",
     start=(0, 1), reconnect_timeout=12.0)
 

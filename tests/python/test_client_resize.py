@@ -117,7 +117,7 @@ def test_another_global_batch_is_refused_where_no_step_begins(client_daemon):
         resumed.load_state_dict(state)
     message = str(e.value)
     for part in ("global batch of 12", "saved with a global batch of 8",
-                 "begins at sample 8", "batch_size 4 with world_size 2",
+                 "begins at entry 8", "batch_size 4 with world_size 2",
                  "set_epoch(1)"):
         assert part in message, message
     assert resumed.position == (0, 0)  # Unchanged.

@@ -36,22 +36,28 @@ struct Helper {
     batch.step = 4;
     batch.sample_ids = {10, 12};
     batch.skipped_ids = {11};
-    batch.tensors.push_back(
-        {"image", DType::kUint8, {2, 2},
-         reinterpret_cast<const uint8_t*>(image.data()), image.size()});
-    batch.tensors.push_back(
-        {"label", DType::kInt64, {2},
-         reinterpret_cast<const uint8_t*>(labels.data()), 16});
+    batch.tensors.push_back({"image",
+                             DType::kUint8,
+                             {2, 2},
+                             reinterpret_cast<const uint8_t*>(image.data()),
+                             image.size()});
+    batch.tensors.push_back({"label",
+                             DType::kInt64,
+                             {2},
+                             reinterpret_cast<const uint8_t*>(labels.data()),
+                             16});
   }
 };
 
 const std::vector<uint64_t> kIds = {10, 11, 12};
+const std::vector<uint32_t> kNoReps = {0, 0, 0};
 
 TEST(TakeHelperBatchTest, PacksTheBatchAsThisDaemonWould) {
   Helper h;
   std::vector<uint8_t> buffer(Layout().Capacity());
-  absl::StatusOr<ReadyBatch> ready = TakeHelperBatch(
-      Layout(), 1, 4, kIds, false, h.batch, buffer.data(), buffer.size());
+  absl::StatusOr<ReadyBatch> ready =
+      TakeHelperBatch(Layout(), 1, 4, kIds, kNoReps, false, h.batch,
+                      buffer.data(), buffer.size());
   ASSERT_TRUE(ready.ok()) << ready.status();
   EXPECT_EQ(ready->skipped_ids, std::vector<uint64_t>{11});
   ASSERT_EQ(ready->tensors.size(), 2u);
@@ -68,7 +74,7 @@ TEST(TakeHelperBatchTest, PacksTheBatchAsThisDaemonWould) {
 TEST(TakeHelperBatchTest, RefusesAnotherPlanPositionOrPipeline) {
   std::vector<uint8_t> buffer(Layout().Capacity());
   auto take = [&](const RemoteBatch& b, bool fail_on_corrupt = false) {
-    return TakeHelperBatch(Layout(), 1, 4, kIds, fail_on_corrupt, b,
+    return TakeHelperBatch(Layout(), 1, 4, kIds, kNoReps, fail_on_corrupt, b,
                            buffer.data(), buffer.size())
         .status();
   };
@@ -84,6 +90,43 @@ TEST(TakeHelperBatchTest, RefusesAnotherPlanPositionOrPipeline) {
   Helper skipped;
   EXPECT_THAT(take(skipped.batch, /*fail_on_corrupt=*/true).message(),
               HasSubstr("on_corrupt is fail"));
+}
+
+// With ra_reps > 1 a step can hold two copies of one sample: the helper's
+// batch must hold each (id, rep) where this daemon's plan has it, and its
+// reps come through to the delivered batch.
+TEST(TakeHelperBatchTest, MatchesCopiesByIdAndRep) {
+  const std::vector<uint64_t> ids = {10, 10, 12};
+  const std::vector<uint32_t> reps = {0, 1, 3};
+  std::vector<uint8_t> buffer(Layout().Capacity());
+  auto take = [&](const RemoteBatch& b) {
+    return TakeHelperBatch(Layout(), 1, 4, ids, reps, false, b, buffer.data(),
+                           buffer.size());
+  };
+  Helper h;
+  h.batch.sample_ids = {10, 12};
+  h.batch.sample_reps = {0, 3};
+  h.batch.skipped_ids = {10};
+  h.batch.skipped_reps = {1};
+  absl::StatusOr<ReadyBatch> ready = take(h.batch);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->sample_reps, (std::vector<uint32_t>{0, 3}));
+  EXPECT_EQ(ready->skipped_reps, std::vector<uint32_t>{1});
+
+  Helper other_copy = h;  // Copy 2 where the plan has copy 1.
+  other_copy.batch.sample_reps = {2, 3};
+  other_copy.batch.skipped_reps = {0};
+  EXPECT_THAT(take(other_copy.batch).status().message(),
+              HasSubstr("sample 10 copy 1 where"));
+  Helper no_reps = h;  // A helper that ignored ra_reps.
+  no_reps.batch.sample_reps.clear();
+  no_reps.batch.skipped_reps.clear();
+  EXPECT_THAT(take(no_reps.batch).status().message(),
+              HasSubstr("sample 10 copy 1 where"));
+  Helper short_reps = h;
+  short_reps.batch.sample_reps = {0};
+  EXPECT_THAT(take(short_reps.batch).status().message(),
+              HasSubstr("another length"));
 }
 
 }  // namespace

@@ -111,6 +111,11 @@ class Batch {
   const std::vector<uint64_t>& sample_ids() const { return sample_ids_; }
   // Samples of this step that the daemon left out as corrupt.
   const std::vector<uint64_t>& skipped_ids() const { return skipped_ids_; }
+  // With StreamOptions::ra_reps > 1: which copy of its sample each entry
+  // is, parallel to sample_ids() and skipped_ids(); empty otherwise (every
+  // entry is copy 0). An (id, rep) is delivered once per epoch.
+  const std::vector<uint32_t>& sample_reps() const { return sample_reps_; }
+  const std::vector<uint32_t>& skipped_reps() const { return skipped_reps_; }
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* Find(const std::string& name) const;
   // The ragged field `name` (its values and "<name>.offsets"); NotFound
@@ -125,6 +130,8 @@ class Batch {
   std::unique_ptr<Message> message_;  // Owns the bytes the views point to.
   std::vector<uint64_t> sample_ids_;
   std::vector<uint64_t> skipped_ids_;
+  std::vector<uint32_t> sample_reps_;
+  std::vector<uint32_t> skipped_reps_;
   std::vector<TensorView> tensors_;
   bool shared_ = false;
 };
@@ -139,6 +146,11 @@ struct StreamOptions {
   uint32_t world_size = 1;
   std::string job_id;
   bool drop_last = false;
+  // Repeated augmentation: each sample this many times per epoch (1..64),
+  // each copy augmented differently, the copies spread over the ranks
+  // (torchvision's RASampler; docs/pipeline-design.md section 4.5). The
+  // ranks of a job must agree.
+  uint32_t ra_reps = 1;
   uint32_t prefetch = 0;  // 0: the daemon's default.
   Position start;
   // Stop before this position, or at the end of `epochs` if that is
@@ -159,8 +171,8 @@ struct StreamOptions {
   // the job and the daemon's config names no weight for it.
   double weight = 1.0;
   // Join a shared preprocessing run: streams of other jobs with the same
-  // dataset, pipeline, seed, batch size, world size, rank and drop_last get
-  // the same batches, built once.
+  // dataset, pipeline, seed, batch size, world size, rank, drop_last and
+  // ra_reps get the same batches, built once.
   bool share = false;
 };
 

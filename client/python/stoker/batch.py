@@ -114,24 +114,31 @@ class Batch(Mapping[str, Field]):
 
     ``epoch`` and ``step`` give the batch's position; ``sample_ids`` the
     dataset indices of its samples in order; ``skipped_ids`` the samples of
-    this step the daemon left out as corrupt; ``shared`` whether a shared
+    this step the daemon left out as corrupt; with ``ra_reps`` > 1,
+    ``sample_reps`` and ``skipped_reps`` say which copy of its sample each
+    entry is (else they are empty: each is copy 0); ``shared`` whether a shared
     run built it once for several streams. ``nbytes`` is the size of all
     tensors. Safe to read from any thread.
     """
 
     __slots__ = ("_arrays", "epoch", "step", "sample_ids", "skipped_ids",
-                 "shared", "_release", "__weakref__")
+                 "sample_reps", "skipped_reps", "shared", "_release",
+                 "__weakref__")
 
     def __init__(self, arrays: Dict[str, Field], epoch: int, step: int,
                  sample_ids: List[int], skipped_ids: List[int],
                  release: Optional[weakref.finalize] = None,
-                 shared: bool = False) -> None:
+                 shared: bool = False,
+                 sample_reps: Optional[List[int]] = None,
+                 skipped_reps: Optional[List[int]] = None) -> None:
         self._arrays = arrays
         self._release = release  # A weakref.finalize, for shm.
         self.epoch = epoch
         self.step = step
         self.sample_ids = sample_ids
         self.skipped_ids = skipped_ids
+        self.sample_reps = sample_reps or []
+        self.skipped_reps = skipped_reps or []
         self.shared = shared
 
     def __getitem__(self, name: str) -> Field:

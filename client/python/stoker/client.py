@@ -120,6 +120,7 @@ class Client:
                world_size: int = 1, job_id: str = "",
                drop_last: bool = False, transport: str = "auto",
                prefetch: int = 0, start: Tuple[int, int] = (0, 0),
+               ra_reps: int = 1,
                reconnect_timeout: float = 30.0, hold: int = 1,
                share: bool = False, weight: float = 1.0,
                open_timeout: float = 30.0) -> Stream:
@@ -135,7 +136,11 @@ class Client:
         batches, built once). `weight` is the job's fair share of the
         daemon's workers when this stream starts the job. `open_timeout` is
         how long the daemon may hold the open waiting for memory budget or
-        this rank's previous stream.
+        this rank's previous stream. `ra_reps` > 1 is repeated
+        augmentation: each sample appears that many times per epoch, each
+        copy augmented differently, spread over the ranks as torchvision's
+        RASampler does (stoker.sampling); each batch's `sample_reps` says
+        which copy each sample is.
         """
         request = StreamRequest.from_arguments(locals())
         return Stream(self, request, transport=transport, start=start,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple, cast
 
 from ._proto.stoker.v1 import stoker_pb2 as pb
+from .sampling import MAX_RA_REPS
 from .transports import Transport
 
 _UINT32 = (1 << 32) - 1
@@ -64,6 +65,7 @@ class StreamRequest:
     world_size: int = 1
     job_id: str = ""
     drop_last: bool = False
+    ra_reps: int = 1
     prefetch: int = 0
     hold: int = 1
     share: bool = False
@@ -81,6 +83,11 @@ class StreamRequest:
                           ("hold", _UINT32)):
             object.__setattr__(self, name,
                                check_int(name, getattr(self, name), top))
+        object.__setattr__(self, "ra_reps",
+                           check_int("ra_reps", self.ra_reps, _UINT32))
+        if not 1 <= self.ra_reps <= MAX_RA_REPS:
+            raise ValueError(f"ra_reps {self.ra_reps} is outside "
+                             f"1..{MAX_RA_REPS}")
         for name in ("weight", "open_timeout"):
             value = getattr(self, name)
             if (isinstance(value, bool) or

@@ -304,7 +304,9 @@ class Stream:
                           if step >= self._info.steps_per_epoch
                           else Position(b.epoch, step))
         return Batch(arrays, b.epoch, b.step, list(b.sample_ids),
-                     list(b.skipped_ids), release, shared=b.shared)
+                     list(b.skipped_ids), release, shared=b.shared,
+                     sample_reps=list(b.sample_reps),
+                     skipped_reps=list(b.skipped_reps))
 
     def close(self) -> None:
         """Ends the stream and frees what the daemon holds for it.

@@ -22,8 +22,8 @@ Between epochs the Loader keeps its stream open, so the daemon prepares the
 next epoch's first batches while the last ones of this epoch are used.
 
 Resume. ``state_dict()`` is the cursor plus the request fields that decide
-which samples a position holds (dataset, pipeline, seed, drop_last, and the
-dataset's size) and the layout it was saved with (world_size, batch_size and
+which samples a position holds (dataset, pipeline, seed, drop_last, ra_reps,
+and the dataset's size) and the layout it was saved with (world_size, batch_size and
 their product, the global batch); ``load_state_dict()`` refuses a state
 whose fields differ (ValueError naming them) and moves the cursor. A state
 saved by rank 0 can be loaded by every rank of the job: positions are
@@ -92,23 +92,28 @@ from .transports import candidates
 STATE_VERSION = 1
 # Request fields that decide which samples a position holds, whatever the
 # layout.
-MUST_MATCH = ("dataset", "pipeline", "seed", "drop_last")
+MUST_MATCH = ("dataset", "pipeline", "seed", "drop_last", "ra_reps")
+# Fields of MUST_MATCH that a state saved before they existed lacks, with
+# the value such a state had.
+ADDED = {"ra_reps": 1}
 # The layout: a resume may change it (see the module comment).
 LAYOUT = ("world_size", "batch_size")
 
 
 class TensorBatch(Dict[str, torch.Tensor]):
     """A dict of tensor name to torch.Tensor, with the batch's `epoch`,
-    `step`, `position`, `sample_ids` and `skipped_ids` as attributes."""
+    `step`, `position`, `sample_ids`, `skipped_ids`, `sample_reps` and
+    `skipped_reps` (stoker.Batch) as attributes."""
 
-    def __init__(self, tensors: Mapping[str, torch.Tensor], epoch: int,
-                 step: int, sample_ids: List[int],
-                 skipped_ids: List[int]) -> None:
+    def __init__(self, tensors: Mapping[str, torch.Tensor], batch: Batch
+                 ) -> None:
         super().__init__(tensors)
-        self.epoch = epoch
-        self.step = step
-        self.sample_ids = sample_ids
-        self.skipped_ids = skipped_ids
+        self.epoch = batch.epoch
+        self.step = batch.step
+        self.sample_ids = batch.sample_ids
+        self.skipped_ids = batch.skipped_ids
+        self.sample_reps = batch.sample_reps
+        self.skipped_reps = batch.skipped_reps
 
     @property
     def position(self) -> Tuple[int, int]:
@@ -214,7 +219,7 @@ class Loader:
                  world_size: Optional[int] = None,
                  job_id: Optional[str] = None, drop_last: bool = False,
                  transport: str = "auto", prefetch: int = 0,
-                 start: Tuple[int, int] = (0, 0),
+                 start: Tuple[int, int] = (0, 0), ra_reps: int = 1,
                  reconnect_timeout: float = 30.0,
                  device: Union[None, str, torch.device] = None,
                  hold: int = 1, zero_copy: bool = False, share: bool = False,
@@ -372,8 +377,7 @@ class Loader:
         elif stream.transport == "shm" and not self._zero_copy:
             tensors = {name: t.clone() for name, t in tensors.items()}
             batch.release()
-        return TensorBatch(tensors, batch.epoch, batch.step, batch.sample_ids,
-                           batch.skipped_ids)
+        return TensorBatch(tensors, batch)
 
     def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         pinned = torch.empty(tensor.shape, dtype=tensor.dtype,
@@ -388,7 +392,7 @@ class Loader:
             r = self._request
             self._steps = sampling.steps_per_epoch(
                 self._dataset_size(), r.batch_size, r.world_size, r.rank,
-                r.drop_last)
+                r.drop_last, r.ra_reps)
         return self._steps
 
     def _dataset_size(self) -> int:
@@ -433,17 +437,19 @@ class Loader:
                              f"version {STATE_VERSION}: {state!r}")
         r = self._request
         missing = [k for k in MUST_MATCH + LAYOUT + ("position",)
-                   if k not in state]
+                   if k not in state and k not in ADDED]
         if missing:
             raise ValueError(f"the state_dict lacks {', '.join(missing)}")
-        differ = [f"{k} {state[k]!r} in the state, {getattr(r, k)!r} here"
-                  for k in MUST_MATCH if state[k] != getattr(r, k)]
+        saved_fields = {k: state.get(k, ADDED.get(k)) for k in MUST_MATCH}
+        differ = [f"{k} {saved_fields[k]!r} in the state, {getattr(r, k)!r} "
+                  f"here" for k in MUST_MATCH
+                  if saved_fields[k] != getattr(r, k)]
         if differ:
             raise ValueError(
                 "cannot resume: the state_dict is from a different stream ("
                 + "; ".join(differ) + "). A Loader resumes only the stream it "
-                "was saved from: same dataset, pipeline, seed and drop_last "
-                "(world_size and batch_size may change).")
+                "was saved from: same dataset, pipeline, seed, drop_last and "
+                "ra_reps (world_size and batch_size may change).")
         world = check_int("the state's world_size", state["world_size"],
                           (1 << 32) - 1)
         batch = check_int("the state's batch_size", state["batch_size"],
@@ -479,12 +485,12 @@ class Loader:
             f"of {here} (world_size {r.world_size} x batch_size "
             f"{r.batch_size}): the state was saved with a global batch of "
             f"{saved} (world_size {world} x batch_size {batch}), so the rest "
-            f"of the epoch begins at sample {step * saved} of the epoch's "
+            f"of the epoch begins at entry {step * saved} of the epoch's "
             f"order, and no step of {here} begins there (steps of {here} "
             f"begin at its multiples); every position here would repeat or "
             f"skip samples. Keep the global batch (world_size x batch_size "
             f"= {saved}{keep}), or resume from a state saved at the start of "
-            f"an epoch or at a step whose first sample is a multiple of "
+            f"an epoch or at a step whose first entry is a multiple of "
             f"{here}, or call set_epoch({epoch + 1}) instead of "
             f"load_state_dict to skip the rest of epoch {epoch}.")
 

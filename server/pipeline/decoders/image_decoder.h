@@ -55,6 +55,11 @@ struct DecodedWindow {
   int channels = 3;
   const uint8_t* data() const { return buffer.get() + first_byte; }
   uint8_t* mutable_data() { return buffer.get() + first_byte; }
+  // Describes an RGB decode of `window` into `rows` rows of `stride` bytes,
+  // the window's top-left pixel at `first_byte`, and grows the buffer to
+  // hold them (it is kept from one image to the next).
+  void PrepareRgb(const PixelWindow& window, size_t stride, size_t rows,
+                  size_t first_byte = 0);
 };
 
 // The scale numerators M (decode at M/8) a decoder offers, from 1 to 8.
@@ -65,6 +70,8 @@ class ScaleSet {
   static constexpr ScaleSet Dct() { return ScaleSet({1, 2, 4, 8}); }
   // Full size only: decoders without scaled decoding.
   static constexpr ScaleSet Only8() { return ScaleSet({8}); }
+  // Every M/8: what libjpeg-turbo decodes, planned or not.
+  static constexpr ScaleSet All() { return ScaleSet({1, 2, 3, 4, 5, 6, 7, 8}); }
 
   constexpr bool has(int m) const {
     return m >= 1 && m <= 8 && (bits_ & (1u << m)) != 0;
@@ -78,6 +85,13 @@ class ScaleSet {
 };
 
 enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kTiff };
+
+// OK when `scales` has `scale` and `window` is a non-empty window of the
+// `width` x `height` image at that scale; else the InternalError of a
+// planner's bug, naming `format` ("PNG"), the window, scale and size.
+absl::Status CheckDecodeWindow(std::string_view format, ScaleSet scales,
+                               int scale, const PixelWindow& window, int width,
+                               int height);
 
 // The format whose magic bytes `bytes` starts with: JPEG FF D8 FF; PNG
 // 89 'PNG' 0D 0A 1A 0A; WebP 'RIFF', four size bytes, 'WEBP'; TIFF 'II*' 00

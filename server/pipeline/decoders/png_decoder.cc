@@ -167,24 +167,13 @@ bool PngDecoder::ReadImageGuarded(uint8_t** rows) {
 
 absl::Status PngDecoder::DecodeWindow(int scale, const PixelWindow& window,
                                       DecodedWindow* out) {
-  if (scale != 8 || window.x0 < 0 || window.y0 < 0 ||
-      window.x1 > state_->width || window.y1 > state_->height ||
-      window.width() <= 0 || window.height() <= 0) {
-    return absl::InternalError(absl::StrCat(
-        "PNG window [", window.x0, ",", window.x1, ")x[", window.y0, ",",
-        window.y1, ") at scale ", scale, "/8 outside the ", state_->width, "x",
-        state_->height, " image, or not at scale 8/8"));
+  if (absl::Status s = CheckDecodeWindow("PNG", ScaleSet::Only8(), scale,
+                                         window, state_->width, state_->height);
+      !s.ok()) {
+    return s;
   }
-  out->width = window.width();
-  out->height = window.height();
-  out->channels = 3;
-  out->stride = static_cast<size_t>(window.width()) * 3;
-  out->first_byte = 0;
-  const size_t bytes = out->stride * window.height();
-  if (out->buffer == nullptr || out->buffer_size < bytes) {
-    out->buffer.reset(new uint8_t[bytes]);  // Default-initialized: no memset.
-    out->buffer_size = bytes;
-  }
+  out->PrepareRgb(window, static_cast<size_t>(window.width()) * 3,
+                  window.height());
   const size_t row_bytes =
       static_cast<size_t>(state_->width) * state_->channels;
   if (!state_->interlaced) {

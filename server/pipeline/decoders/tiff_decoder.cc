@@ -116,8 +116,7 @@ absl::Status TiffDecoder::DecodeRgba(std::unique_ptr<uint32_t[]>* raster) {
   // colour; the orientation tag not applied.
   uint16_t extra = 0;
   const uint16_t* kinds = nullptr;
-  if (TIFFGetField(t, TIFFTAG_EXTRASAMPLES, &extra, &kinds) == 1 &&
-      extra > 0) {
+  if (TIFFGetField(t, TIFFTAG_EXTRASAMPLES, &extra, &kinds) == 1 && extra > 0) {
     std::unique_ptr<uint16_t[]> unspecified(new uint16_t[extra]);
     std::fill_n(unspecified.get(), extra, EXTRASAMPLE_UNSPECIFIED);
     TIFFSetField(t, TIFFTAG_EXTRASAMPLES, extra, unspecified.get());
@@ -129,7 +128,8 @@ absl::Status TiffDecoder::DecodeRgba(std::unique_ptr<uint32_t[]>* raster) {
   }
   raster->reset(new uint32_t[static_cast<size_t>(width_) * height_]);
   if (TIFFReadRGBAImageOriented(t, width_, height_, raster->get(),
-                                ORIENTATION_TOPLEFT, /*stop_on_error=*/1) != 1 ||
+                                ORIENTATION_TOPLEFT,
+                                /*stop_on_error=*/1) != 1 ||
       state_->message[0] != '\0') {
     return Error("decoding");
   }
@@ -138,25 +138,15 @@ absl::Status TiffDecoder::DecodeRgba(std::unique_ptr<uint32_t[]>* raster) {
 
 absl::Status TiffDecoder::DecodeWindow(int scale, const PixelWindow& window,
                                        DecodedWindow* out) {
-  if (scale != 8 || window.x0 < 0 || window.y0 < 0 || window.x1 > width_ ||
-      window.y1 > height_ || window.width() <= 0 || window.height() <= 0) {
-    return absl::InternalError(absl::StrCat(
-        "TIFF window [", window.x0, ",", window.x1, ")x[", window.y0, ",",
-        window.y1, ") at scale ", scale, "/8 outside the ", width_, "x",
-        height_, " image, or not at scale 8/8"));
+  if (absl::Status s = CheckDecodeWindow("TIFF", ScaleSet::Only8(), scale,
+                                         window, width_, height_);
+      !s.ok()) {
+    return s;
   }
   std::unique_ptr<uint32_t[]> raster;
   if (absl::Status s = DecodeRgba(&raster); !s.ok()) return s;
-  out->width = window.width();
-  out->height = window.height();
-  out->channels = 3;
-  out->stride = static_cast<size_t>(window.width()) * 3;
-  out->first_byte = 0;
-  const size_t bytes = out->stride * window.height();
-  if (out->buffer == nullptr || out->buffer_size < bytes) {
-    out->buffer.reset(new uint8_t[bytes]);  // Default-initialized: no memset.
-    out->buffer_size = bytes;
-  }
+  out->PrepareRgb(window, static_cast<size_t>(window.width()) * 3,
+                  window.height());
   for (int y = window.y0; y < window.y1; ++y) {
     const uint32_t* src =
         raster.get() + static_cast<size_t>(y) * width_ + window.x0;

@@ -39,8 +39,8 @@ const char* StatusName(VP8StatusCode code) {
 }
 
 absl::Status WebpError(std::string_view what, VP8StatusCode code) {
-  return absl::DataLossError(
-      absl::StrCat("undecodable WebP: ", std::string(what), ": ", StatusName(code)));
+  return absl::DataLossError(absl::StrCat(
+      "undecodable WebP: ", std::string(what), ": ", StatusName(code)));
 }
 
 // Decodes `data` cropped to [x0, x0 + width) x [y0, y0 + height) as RGB into
@@ -49,7 +49,8 @@ absl::Status DecodeCropped(std::string_view data, int x0, int y0, int width,
                            int height, uint8_t* dst, size_t stride) {
   WebPDecoderConfig config;
   if (!WebPInitDecoderConfig(&config)) {
-    return absl::InternalError("libwebp: version mismatch in WebPInitDecoderConfig");
+    return absl::InternalError(
+        "libwebp: version mismatch in WebPInitDecoderConfig");
   }
   const auto* bytes = reinterpret_cast<const uint8_t*>(data.data());
   config.options.use_cropping = 1;
@@ -87,8 +88,8 @@ absl::Status WebpDecoder::ReadHeader(std::string_view webp) {
   height_ = features.height;
   const int64_t pixels = static_cast<int64_t>(width_) * height_;
   if (width_ <= 0 || height_ <= 0) {
-    return absl::DataLossError(absl::StrCat("undecodable WebP: size ", width_,
-                                            "x", height_));
+    return absl::DataLossError(
+        absl::StrCat("undecodable WebP: size ", width_, "x", height_));
   }
   if (pixels > max_pixels_) {
     return OverPixelLimitError(width_, height_, max_pixels_);
@@ -98,29 +99,20 @@ absl::Status WebpDecoder::ReadHeader(std::string_view webp) {
 
 absl::Status WebpDecoder::DecodeWindow(int scale, const PixelWindow& window,
                                        DecodedWindow* out) {
-  if (scale != 8 || window.x0 < 0 || window.y0 < 0 || window.x1 > width_ ||
-      window.y1 > height_ || window.width() <= 0 || window.height() <= 0) {
-    return absl::InternalError(absl::StrCat(
-        "WebP window [", window.x0, ",", window.x1, ")x[", window.y0, ",",
-        window.y1, ") at scale ", scale, "/8 outside the ", width_, "x",
-        height_, " image, or not at scale 8/8"));
+  if (absl::Status s = CheckDecodeWindow("WebP", ScaleSet::Only8(), scale,
+                                         window, width_, height_);
+      !s.ok()) {
+    return s;
   }
   // A margin on every side, the origin even: see the header comment.
   const int x0 = std::max(0, window.x0 - kMargin) & ~1;
   const int y0 = std::max(0, window.y0 - kMargin) & ~1;
   const int width = std::min(width_, window.x1 + kMargin) - x0;
   const int height = std::min(height_, window.y1 + kMargin) - y0;
-  out->width = window.width();
-  out->height = window.height();
-  out->channels = 3;
-  out->stride = static_cast<size_t>(width) * 3;
-  out->first_byte = static_cast<size_t>(window.y0 - y0) * out->stride +
-                    static_cast<size_t>(window.x0 - x0) * 3;
-  const size_t bytes = out->stride * static_cast<size_t>(height);
-  if (out->buffer == nullptr || out->buffer_size < bytes) {
-    out->buffer.reset(new uint8_t[bytes]);  // Default-initialized: no memset.
-    out->buffer_size = bytes;
-  }
+  const size_t stride = static_cast<size_t>(width) * 3;
+  out->PrepareRgb(window, stride, height,
+                  static_cast<size_t>(window.y0 - y0) * stride +
+                      static_cast<size_t>(window.x0 - x0) * 3);
   return DecodeCropped(data_, x0, y0, width, height, out->buffer.get(),
                        out->stride);
 }
