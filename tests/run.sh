@@ -1,28 +1,34 @@
 #!/bin/bash
 # Runs every test of Stoker: installs what is missing (apt-get), builds, runs
 # the C++ tests (ctest) and the Python tests (pytest, with the soak, crash
-# and corrupt-shard tests), runs the libFuzzer targets for a bounded time
-# (tests/fuzz/run.sh, a clang build in build-fuzz/), then builds again with
-# AddressSanitizer + UndefinedBehaviorSanitizer and reruns the C++ tests and
-# the end-to-end tests.
+# and corrupt-shard tests, two at a time), the benchmark smoke runs, and the
+# libFuzzer targets under ASan + UBSan for a bounded time (tests/fuzz/run.sh,
+# a clang build in build-fuzz/). That is what CI runs, in about 25 minutes
+# on 2 cores.
 #
-# usage: tests/run.sh [--no-sanitizers] [--no-fuzz] [--long]
-#   --long  soak for 10 minutes and fuzz each target for 5 (the defaults,
-#           sized for CI, are 120 s of soak and 20 s per fuzz target; the
-#           environment variables STOKER_SOAK_SECONDS and
-#           STOKER_FUZZ_SECONDS set them too)
+# usage: tests/run.sh [--no-fuzz] [--sanitizers] [--long]
+#   --no-fuzz     skip the fuzz targets (the quick loop)
+#   --sanitizers  then also build everything with ASan + UBSan (gcc, Debug,
+#                 build-asan/) and rerun the C++ tests and the end-to-end
+#                 tests against it: about 25 minutes more on 2 cores, too
+#                 long for CI's 30 (docs/testing.md, "What CI runs")
+#   --long        soak for 10 minutes, fuzz each target for 5, and run the
+#                 sanitizer pass (the defaults, sized for CI, are 120 s of
+#                 soak and 20 s per fuzz target; the environment variables
+#                 STOKER_SOAK_SECONDS and STOKER_FUZZ_SECONDS set them too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SANITIZERS=1
+SANITIZERS=0
 FUZZ=1
 for arg in "$@"; do
   case "$arg" in
-    --no-sanitizers) SANITIZERS=0 ;;
     --no-fuzz) FUZZ=0 ;;
+    --sanitizers) SANITIZERS=1 ;;
     --long)
+      SANITIZERS=1
       export STOKER_SOAK_SECONDS=${STOKER_SOAK_SECONDS:-600}
       export STOKER_FUZZ_SECONDS=${STOKER_FUZZ_SECONDS:-300} ;;
-    *) echo "usage: tests/run.sh [--no-sanitizers] [--no-fuzz] [--long]" >&2
+    *) echo "usage: tests/run.sh [--no-fuzz] [--sanitizers] [--long]" >&2
        exit 2 ;;
   esac
 done
@@ -32,11 +38,23 @@ JOBS=$(nproc)
 # log shows where its time goes (CI must stay under 30 minutes).
 step() { printf '\n== %s (at %d s)\n' "$*" "$SECONDS"; }
 
+# pytest-xdist runs the Python tests $JOBS at a time: many wait on a daemon,
+# a timeout or a child process, so two at a time take less wall time on 2
+# cores. Without the plugin they run one at a time.
+xdist_args() {
+  /usr/bin/python3 -c "import xdist" 2>/dev/null && echo "-n $JOBS"
+  return 0
+}
+
 step "dependencies"
 .ci/install-deps
 
 step "build (RelWithDebInfo)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# -g1 (line tables: a backtrace still names file and line) instead of -g
+# compiles a quarter faster (docs/testing.md, "What CI runs").
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" >/dev/null
 cmake --build build -j"$JOBS"
 
 step "C++ tests"
@@ -45,7 +63,7 @@ ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
 step "Python tests"
 export STOKER_BUILD_DIR="$PWD/build"
 set +e
-/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
+/usr/bin/python3 -m pytest -q -p no:cacheprovider $(xdist_args) tests/python
 rc=$?
 set -e
 # pytest exits 5 when it collects no test: that is a failure of this script's
@@ -84,7 +102,7 @@ if [ $SANITIZERS -eq 1 ]; then
   # test_client_resize.py already runs under the sanitizers, the GPU
   # bundle's packing).
   STOKER_BUILD_DIR="$PWD/build-asan" STOKER_SANITIZED=1 /usr/bin/python3 -m pytest -q \
-    -p no:cacheprovider tests/python --deselect tests/python/test_install.py \
+    -p no:cacheprovider $(xdist_args) tests/python --deselect tests/python/test_install.py \
     --deselect tests/python/test_client_typing.py \
     --deselect tests/python/test_client_package.py \
     --deselect tests/python/test_client_ddp_resize.py \
