@@ -187,7 +187,6 @@ class Machine {
 
   absl::Status Step(char op) {
     uint64_t n = 0;
-    std::string_view b;
     switch (op) {
       case '\x80':  // PROTO
         if (absl::Status s = Le(1, &n); !s.ok()) return s;
