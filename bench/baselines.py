@@ -9,11 +9,12 @@
       measured epochs, each one a new iterator (persistent_workers=False, so
       the workers start again every epoch, as they do by default).
 
-  baselines.py decode ROOT --workers 2 [--warmup 16]
+  baselines.py decode ROOT --workers 2 [--warmup 16] [--any-format]
       The decode-only limit: every JPEG under ROOT fully decoded to RGB with
       PIL (libjpeg-turbo on Debian; no draft mode, so no DCT scaling) in a pool
       of N processes, from file bytes read into memory beforehand, and nothing
-      else.
+      else. --any-format decodes every JPEG, PNG, WebP and TIFF under ROOT
+      (bench/formats).
 
 Prints one JSON object on stdout. Times are wall-clock (time.perf_counter);
 `main_cpu_seconds` is time.process_time() of this process over the measured
@@ -38,13 +39,16 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def image_files(root):
-    exts = (".jpg", ".jpeg", ".JPG", ".JPEG")
+JPEG_EXTS = (".jpg", ".jpeg")
+IMAGE_EXTS = JPEG_EXTS + (".png", ".webp", ".tif", ".tiff")
+
+
+def image_files(root, exts=JPEG_EXTS):
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         out.extend(os.path.join(dirpath, f) for f in sorted(filenames)
-                   if f.endswith(exts) and not f.startswith("."))
+                   if f.lower().endswith(exts) and not f.startswith("."))
     return out
 
 
@@ -182,9 +186,10 @@ def _decode_range(bounds):
 def cmd_decode(args):
     import PIL
     from PIL import features
-    paths = image_files(args.root)
+    paths = image_files(args.root, IMAGE_EXTS if args.any_format else JPEG_EXTS)
     if not paths:
-        raise SystemExit(f"baselines.py: no JPEG files under {args.root}")
+        raise SystemExit(f"baselines.py: no {'image' if args.any_format else 'JPEG'} "
+                         f"files under {args.root}")
     for p in paths:
         with open(p, "rb") as f:
             _BLOBS.append(f.read())
@@ -205,7 +210,7 @@ def cmd_decode(args):
     images = sum(r[0] for r in results)
     pixels = sum(r[1] for r in results)
     return {
-        "decoder": f"PIL {PIL.__version__} Image.open().load() "
+        "decoder": f"PIL {PIL.__version__} Image.open().load(), convert('RGB') if not RGB "
                    f"(libjpeg-turbo {features.version('libjpeg_turbo')}), "
                    f"full size, from memory",
         "processes": args.workers,
@@ -238,6 +243,8 @@ def main():
     dec.add_argument("root")
     dec.add_argument("--workers", type=int, default=2)
     dec.add_argument("--warmup", type=int, default=16)
+    dec.add_argument("--any-format", action="store_true",
+                     help="every JPEG, PNG, WebP and TIFF, not only the JPEGs")
     args = parser.parse_args()
     out = cmd_dataloader(args) if args.cmd == "dataloader" else cmd_decode(args)
     json.dump(out, sys.stdout)

@@ -1,10 +1,14 @@
 // stoker_bench: the C++ parts of bench/run, one binary with three commands.
 // Each prints one JSON object on stdout.
 //
-//   stoker_bench decode DIR --threads N
+//   stoker_bench decode DIR --threads N [--decoder turbojpeg|stoker]
 //       The decode-only limit: every JPEG under DIR read into memory, then
 //       fully decoded to RGB with TurboJPEG (tjDecompress2, no scaling, no
 //       cropping) by N threads that take images off a shared counter.
+//       --decoder stoker decodes every JPEG, PNG, WebP and TIFF under DIR
+//       instead, whole and at full size, through the daemon's own decoders
+//       (DecoderSet: chosen by content, as a stream decodes): bench/formats
+//       sets that against PIL on the same files.
 //   stoker_bench memcpy --bytes B --seconds S
 //       Copy bandwidth of one thread between two B-byte buffers, both
 //       touched first: what a copy of one batch costs at best.
@@ -38,6 +42,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "server/pipeline/decoders/decoder_set.h"
 #include "stoker/client.h"
 
 namespace {
@@ -55,21 +60,79 @@ double CpuSeconds() {
          (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
 }
 
-bool IsJpeg(const std::filesystem::path& p) {
+std::string LowerExtension(const std::filesystem::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  return ext;
+}
+
+bool IsJpeg(const std::filesystem::path& p) {
+  const std::string ext = LowerExtension(p);
   return ext == ".jpg" || ext == ".jpeg";
 }
 
-int Decode(const std::string& dir, int threads) {
+bool IsImage(const std::filesystem::path& p) {
+  const std::string ext = LowerExtension(p);
+  return IsJpeg(p) || ext == ".png" || ext == ".webp" || ext == ".tif" ||
+         ext == ".tiff";
+}
+
+// What one decoding thread keeps from one image to the next, as a worker
+// of the daemon keeps its decode buffer.
+struct DecodeThread {
+  tjhandle tj = nullptr;
+  std::vector<unsigned char> rgb;
+  stoker::pipeline::DecodedWindow window;
+};
+
+// Decodes one image whole, at full size, to RGB; false when it fails. Adds
+// its pixel count to *pixels.
+using DecodeFn = bool (*)(DecodeThread& thread, const std::string& blob,
+                          uint64_t* pixels);
+
+bool DecodeTurboJpeg(DecodeThread& thread, const std::string& blob,
+                     uint64_t* pixels) {
+  tjhandle tj = thread.tj;
+  std::vector<unsigned char>& rgb = thread.rgb;
+  const auto* data = reinterpret_cast<const unsigned char*>(blob.data());
+  int w = 0, h = 0, sub = 0, cs = 0;
+  if (tjDecompressHeader3(tj, data, blob.size(), &w, &h, &sub, &cs) != 0) {
+    return false;
+  }
+  rgb.resize(static_cast<size_t>(w) * h * 3);
+  if (tjDecompress2(tj, data, blob.size(), rgb.data(), w, 0, h, TJPF_RGB, 0) !=
+      0) {
+    return false;
+  }
+  *pixels += static_cast<uint64_t>(w) * h;
+  return true;
+}
+
+bool DecodeStoker(DecodeThread& thread, const std::string& blob,
+                  uint64_t* pixels) {
+  stoker::pipeline::DecoderSet set;
+  absl::StatusOr<stoker::pipeline::ImageDecoder*> decoder = set.Open(blob);
+  if (!decoder.ok()) return false;
+  const int w = (*decoder)->width(), h = (*decoder)->height();
+  if (!(*decoder)->DecodeWindow(8, {0, 0, w, h}, &thread.window).ok()) {
+    return false;
+  }
+  *pixels += static_cast<uint64_t>(w) * h;
+  return true;
+}
+
+int Decode(const std::string& dir, int threads, const std::string& decoder) {
+  const bool stoker = decoder == "stoker";
   std::vector<std::string> paths;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file() && IsJpeg(e.path())) paths.push_back(e.path());
+    if (e.is_regular_file() && (stoker ? IsImage(e.path()) : IsJpeg(e.path()))) {
+      paths.push_back(e.path());
+    }
   }
   std::sort(paths.begin(), paths.end());
   if (paths.empty()) {
-    std::fprintf(stderr, "stoker_bench decode: no JPEG files under %s\n",
-                 dir.c_str());
+    std::fprintf(stderr, "stoker_bench decode: no %s files under %s\n",
+                 stoker ? "JPEG, PNG, WebP or TIFF" : "JPEG", dir.c_str());
     return 1;
   }
   std::vector<std::string> blobs;
@@ -80,6 +143,7 @@ int Decode(const std::string& dir, int threads) {
                        std::istreambuf_iterator<char>());
     bytes += blobs.back().size();
   }
+  const DecodeFn decode = stoker ? DecodeStoker : DecodeTurboJpeg;
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> pixels{0};
   std::atomic<int> failures{0};
@@ -88,24 +152,14 @@ int Decode(const std::string& dir, int threads) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      tjhandle tj = tjInitDecompress();
-      std::vector<unsigned char> rgb;
+      DecodeThread thread;
+      if (!stoker) thread.tj = tjInitDecompress();
+      uint64_t mine = 0;
       for (size_t i = next++; i < blobs.size(); i = next++) {
-        const auto* data = reinterpret_cast<const unsigned char*>(blobs[i].data());
-        int w = 0, h = 0, sub = 0, cs = 0;
-        if (tjDecompressHeader3(tj, data, blobs[i].size(), &w, &h, &sub, &cs) != 0) {
-          ++failures;
-          continue;
-        }
-        rgb.resize(static_cast<size_t>(w) * h * 3);
-        if (tjDecompress2(tj, data, blobs[i].size(), rgb.data(), w, 0, h,
-                          TJPF_RGB, 0) != 0) {
-          ++failures;
-          continue;
-        }
-        pixels += static_cast<uint64_t>(w) * h;
+        if (!decode(thread, blobs[i], &mine)) ++failures;
       }
-      tjDestroy(tj);
+      pixels += mine;
+      if (thread.tj != nullptr) tjDestroy(thread.tj);
     });
   }
   for (std::thread& t : pool) t.join();
@@ -113,7 +167,9 @@ int Decode(const std::string& dir, int threads) {
   const double cpu = CpuSeconds() - cpu0;
   const size_t images = blobs.size() - failures;
   nlohmann::json out = {
-      {"decoder", "TurboJPEG tjDecompress2, full size, RGB, from memory"},
+      {"decoder", stoker ? "Stoker's decoders (DecoderSet), whole image, full "
+                           "size, RGB, from memory"
+                         : "TurboJPEG tjDecompress2, full size, RGB, from memory"},
       {"threads", threads},
       {"images", images},
       {"expected_images", blobs.size()},
@@ -247,9 +303,16 @@ int main(int argc, char** argv) {
 
   std::string dir;
   int threads = 1;
-  CLI::App* decode = app.add_subcommand("decode", "Full TurboJPEG decode");
-  decode->add_option("dir", dir, "Folder of JPEG files")->required();
+  std::string decoder = "turbojpeg";
+  CLI::App* decode = app.add_subcommand("decode", "Full-size decode only");
+  decode->add_option("dir", dir, "Folder of images")->required();
   decode->add_option("--threads", threads, "Decoding threads");
+  decode
+      ->add_option("--decoder", decoder,
+                   "turbojpeg: the JPEGs through tjDecompress2; stoker: "
+                   "every JPEG, PNG, WebP and TIFF through the daemon's "
+                   "decoders")
+      ->check(CLI::IsMember({"turbojpeg", "stoker"}));
 
   uint64_t bytes = 256ull * 3 * 224 * 224;
   double seconds = 1.0;
@@ -279,7 +342,7 @@ int main(int argc, char** argv) {
                       "Sleep after each batch, as a trainer's step");
 
   CLI11_PARSE(app, argc, argv);
-  if (*decode) return Decode(dir, std::max(1, threads));
+  if (*decode) return Decode(dir, std::max(1, threads), decoder);
   if (*copy) return Memcpy(std::max<uint64_t>(1, bytes), seconds);
   return Consume(f);
 }
