@@ -195,8 +195,11 @@ absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
       // INTER_NEAREST_EXACT samples the source pixel under each output
       // pixel's centre, the convention INTER_LINEAR interpolates at, so a
       // nearest field lands where the image beside it does.
-      cv::resize(window, target, target.size(), 0, 0,
-                 nearest ? cv::INTER_NEAREST_EXACT : cv::INTER_LINEAR);
+      const int interpolation =
+          nearest ? cv::INTER_NEAREST_EXACT
+          : view.interpolation == Interpolation::kBicubic ? cv::INTER_CUBIC
+                                                          : cv::INTER_LINEAR;
+      cv::resize(window, target, target.size(), 0, 0, interpolation);
     }
   }
   if (times != nullptr) {

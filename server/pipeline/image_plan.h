@@ -43,13 +43,20 @@ struct StageTimes {
   int64_t decode_ns = 0, augment_ns = 0, collate_ns = 0;
 };
 
+// How the last resampling step to the output size weighs source pixels
+// (resize and random_resized_crop's `interpolation`): bilinear, or bicubic
+// with OpenCV's a = -0.75 kernel, which torch's tensor bicubic uses too
+// (PIL's is a = -0.5; docs/augmentations.md has the measured difference).
+enum class Interpolation { kBilinear, kBicubic };
+
 // What a sample's image becomes: the source rectangle [x, x + width) x
-// [y, y + height) in source pixels, resampled to out_width x out_height,
-// then mirrored left-right when flip is set.
+// [y, y + height) in source pixels, resampled to out_width x out_height
+// with `interpolation`, then mirrored left-right when flip is set.
 struct View {
   double x = 0, y = 0, width = 0, height = 0;
   int out_width = 0, out_height = 0;
   bool flip = false;
+  Interpolation interpolation = Interpolation::kBilinear;
 };
 
 // The whole image at its own size.
@@ -91,9 +98,12 @@ struct RenderBuffers {
 // else into `buffers`: the decoded window itself when it already has the
 // output size, else a new output-size buffer. Returns where the image is.
 // Adds decode and augment times to *times when not null. DataLoss when the
-// image is undecodable. With `nearest` (a mask of class ids) no pixel is
-// averaged: the decode is at full size, nothing is box-reduced, and each
-// output pixel takes the source pixel under its centre (INTER_NEAREST_EXACT).
+// image is undecodable. The last step to the output size is the view's
+// interpolation (INTER_LINEAR or INTER_CUBIC), after a DCT scale and a box
+// average have left less than 2x to shrink. With `nearest` (a mask of class
+// ids) no pixel is averaged: the decode is at full size, nothing is
+// box-reduced, and each output pixel takes the source pixel under its
+// centre (INTER_NEAREST_EXACT), whatever the view's interpolation.
 // REQUIRES: decoder->ReadHeader succeeded and nothing else was decoded.
 absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
                                        uint8_t* dst, RenderBuffers* buffers,

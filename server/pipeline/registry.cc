@@ -406,6 +406,21 @@ absl::StatusOr<std::vector<int>> ParseSizeArg(absl::string_view op,
   return sizes;
 }
 
+ArgSpec InterpolationArg() {
+  return ArgSpec::Optional("interpolation", ArgType::kString,
+                           ArgValue(std::string("bilinear")),
+                           "How the image is resampled to the output size, as "
+                           "torchvision's InterpolationMode (bicubic: OpenCV's "
+                           "a = -0.75 kernel, as torch's tensor bicubic).")
+      .OneOf({"bilinear", "bicubic"});
+}
+
+Interpolation ParseInterpolationArg(const OpArgs& args) {
+  return *FindArg<std::string>(args, "interpolation") == "bicubic"
+             ? Interpolation::kBicubic
+             : Interpolation::kBilinear;
+}
+
 OpRegistrar::OpRegistrar(OpDef def) {
   const absl::Status status = OpRegistry::Global().Register(std::move(def));
   if (!status.ok()) {

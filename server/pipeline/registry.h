@@ -182,6 +182,12 @@ absl::StatusOr<std::vector<int>> ParseSizeArg(absl::string_view op,
                                               absl::string_view arg,
                                               const OpArgs& args);
 
+// The `interpolation` argument of the ops that set the output size (resize,
+// random_resized_crop): bilinear (the default) or bicubic, as torchvision's
+// InterpolationMode names them. ParseInterpolationArg reads it back.
+ArgSpec InterpolationArg();
+Interpolation ParseInterpolationArg(const OpArgs& args);
+
 // Registers a definition in OpRegistry::Global() while static objects are
 // constructed, and aborts with the reason if that fails: a broken or
 // duplicate op is a programming error, caught by every test binary.

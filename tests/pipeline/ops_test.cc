@@ -67,6 +67,12 @@ TEST(OpArgsTest, EveryOpRejectsBadValuesByName) {
   ExpectInvalid("random_resized_crop", {}, "size");
   ExpectInvalid("resize", {{"size", int64_t{-1}}}, "size");
   ExpectInvalid("resize", {{"size", Floats{1, 2, 3}}}, "size");
+  ExpectInvalid("resize",
+                {{"size", int64_t{8}}, {"interpolation", std::string("lanczos")}},
+                "interpolation");
+  ExpectInvalid("random_resized_crop",
+                {{"size", int64_t{8}}, {"interpolation", std::string("nearest")}},
+                "interpolation");
   ExpectInvalid("center_crop", {{"size", Floats{0, 5}}}, "size");
   ExpectInvalid("center_crop", {{"size", std::string("big")}}, "size");
   ExpectInvalid("normalize", {{"dtype", std::string("int8")}}, "dtype");
@@ -160,6 +166,28 @@ TEST(DecodeImageOpTest, NamesTheImageFieldTheOldNameTakesNoArguments) {
   ASSERT_THAT(op, IsOk());
   EXPECT_EQ(std::get<DecodeSpec>(*op).field, "photo");
   ExpectInvalid("decode_jpeg", {{"field", std::string("photo")}}, "field");
+}
+
+// resize and random_resized_crop set the view's interpolation: bilinear
+// unless asked; a later op that does not resample (center_crop) keeps it.
+TEST(ResizeOpTest, InterpolationReachesTheView) {
+  SampleRng rng(0, 0, 0);
+  const OpArgs bicubic = {{"size", int64_t{32}},
+                          {"interpolation", std::string("bicubic")}};
+  EXPECT_EQ(Planned("resize", {{"size", int64_t{32}}}, FullView(64, 48), rng)
+                .interpolation,
+            Interpolation::kBilinear);
+  View view = Planned("resize", bicubic, FullView(64, 48), rng);
+  EXPECT_EQ(view.interpolation, Interpolation::kBicubic);
+  view = Planned("center_crop", {{"size", int64_t{24}}}, view, rng);
+  EXPECT_EQ(view.interpolation, Interpolation::kBicubic);
+  EXPECT_EQ(Planned("random_resized_crop", bicubic, FullView(64, 48), rng)
+                .interpolation,
+            Interpolation::kBicubic);
+  EXPECT_EQ(Planned("random_resized_crop", {{"size", int64_t{32}}},
+                    Planned("resize", bicubic, FullView(64, 48), rng), rng)
+                .interpolation,
+            Interpolation::kBilinear);
 }
 
 TEST(ResizeOpTest, ShorterSideFollowsTorchvision) {

@@ -1,4 +1,5 @@
-// random_resized_crop {size, scale: [0.08, 1.0], ratio: [3/4, 4/3]}: crops a
+// random_resized_crop {size, scale: [0.08, 1.0], ratio: [3/4, 4/3],
+// interpolation}: crops a
 // random part of the image and resizes it to `size`, with the semantics of
 // torchvision's RandomResizedCrop.get_params on the current view size.
 
@@ -18,9 +19,11 @@ struct Crop {
 class RandomResizedCropOp final : public GeometryOp {
  public:
   RandomResizedCropOp(int height, int width, const std::vector<double>& scale,
-                      const std::vector<double>& ratio)
+                      const std::vector<double>& ratio,
+                      Interpolation interpolation)
       : height_(height),
         width_(width),
+        interpolation_(interpolation),
         scale_{scale[0], scale[1]},
         ratio_{ratio[0], ratio[1]},
         log_ratio_{std::log(ratio[0]), std::log(ratio[1])} {}
@@ -33,6 +36,7 @@ class RandomResizedCropOp final : public GeometryOp {
     CropView(crop.top, crop.left, crop.height, crop.width, &view);
     view.out_height = height_;
     view.out_width = width_;
+    view.interpolation = interpolation_;
     return absl::OkStatus();
   }
 
@@ -65,6 +69,7 @@ class RandomResizedCropOp final : public GeometryOp {
   }
 
   const int height_, width_;
+  const Interpolation interpolation_;
   const double scale_[2];
   const double ratio_[2];
   const double log_ratio_[2];
@@ -105,6 +110,7 @@ OpDef MakeRandomResizedCropDef() {
                         "[lo, hi]: range of the crop's aspect ratio (width / "
                         "height).")
           .Above(0),
+      InterpolationArg(),
   };
   def.example = "random_resized_crop: {size: 224, scale: [0.08, 1]}";
   def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
@@ -116,7 +122,8 @@ OpDef MakeRandomResizedCropDef() {
     if (absl::Status s = CheckRange("scale", scale); !s.ok()) return s;
     if (absl::Status s = CheckRange("ratio", ratio); !s.ok()) return s;
     return AnyOp(std::make_unique<RandomResizedCropOp>(
-        size->front(), size->back(), scale, ratio));
+        size->front(), size->back(), scale, ratio,
+        ParseInterpolationArg(args)));
   };
   return def;
 }

@@ -1,6 +1,6 @@
-// resize {size: n | [h, w]}: sets the output size. With one number the
-// shorter side becomes n and the longer keeps the aspect ratio, as in
-// torchvision's Resize(n); with [h, w] the output is exactly h x w.
+// resize {size: n | [h, w], interpolation}: sets the output size. With one
+// number the shorter side becomes n and the longer keeps the aspect ratio,
+// as in torchvision's Resize(n); with [h, w] the output is exactly h x w.
 
 #include <memory>
 #include <utility>
@@ -12,7 +12,8 @@ namespace {
 
 class ResizeOp final : public GeometryOp {
  public:
-  explicit ResizeOp(std::vector<int> size) : size_(std::move(size)) {}
+  ResizeOp(std::vector<int> size, Interpolation interpolation)
+      : size_(std::move(size)), interpolation_(interpolation) {}
 
   SizeEffect size_effect() const override {
     if (size_.size() == 1) return {SizeEffect::kVaries};
@@ -20,6 +21,7 @@ class ResizeOp final : public GeometryOp {
   }
 
   absl::Status Apply(View& view, SampleRng& rng) const override {
+    view.interpolation = interpolation_;
     if (size_.size() == 2) {
       view.out_height = size_[0];
       view.out_width = size_[1];
@@ -38,6 +40,7 @@ class ResizeOp final : public GeometryOp {
 
  private:
   const std::vector<int> size_;  // [shorter side] or [height, width].
+  const Interpolation interpolation_;
 };
 
 OpDef MakeResizeDef() {
@@ -49,13 +52,15 @@ OpDef MakeResizeDef() {
       "ratio; [h, w] sets the size exactly.";
   def.args = {ArgSpec::Required("size", ArgType::kIntOrPair,
                                 "Shorter side, or [height, width].")
-                  .Between(1, kMaxImageSide)};
+                  .Between(1, kMaxImageSide),
+              InterpolationArg()};
   def.example = "resize: {size: 256}";
   def.factory = [](const OpArgs& args) -> absl::StatusOr<AnyOp> {
     absl::StatusOr<std::vector<int>> size =
         ParseSizeArg("resize", "size", args);
     if (!size.ok()) return size.status();
-    return AnyOp(std::make_unique<ResizeOp>(*std::move(size)));
+    return AnyOp(std::make_unique<ResizeOp>(*std::move(size),
+                                            ParseInterpolationArg(args)));
   };
   return def;
 }
