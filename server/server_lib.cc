@@ -245,7 +245,7 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   };
   so.max_batch_bytes = o.limits.max_batch_bytes;
   so.memory_budget = o.memory_budget;
-  if (!o.helpers.addresses.empty()) {
+  if (!o.helpers.addresses.empty() || !o.helpers.dns.empty()) {
     // Local first: the pool has more runnable tasks than workers.
     pipeline::WorkerPool* const pool = server->pool_.get();
     server->helpers_ = std::make_unique<remote::HelperPool>(

@@ -132,6 +132,14 @@ const std::vector<KeyDoc>& Keys() {
        "docs/remote-design.md."},
       {"helpers.addresses", "list of HOST:PORT", "[]",
        "Each helper's TCP listener (its `listen.tcp`)."},
+      {"helpers.dns", "NAME:PORT", "none",
+       "A DNS name whose A and AAAA records are helpers, each on PORT: a "
+       "Kubernetes headless Service (deploy/kubernetes/). Resolved at start "
+       "and every `dns_refresh_seconds`; an address that leaves the records "
+       "gets no new chunks, one that joins is probed and used. With "
+       "`addresses`, both are used."},
+      {"helpers.dns_refresh_seconds", "seconds, 1 to 3600", "",
+       "How often `dns` is resolved again."},
       {"helpers.placement", "`local_first` or `remote_first`", "",
        "`local_first`: a chunk goes to a helper only while this daemon's "
        "worker pool has more runnable tasks than workers; `remote_first`: "
@@ -213,6 +221,9 @@ std::string DefaultOf(absl::string_view key) {
     return absl::StrCat(d.limits.admission_wait_seconds);
   }
   if (key == "helpers.placement") return "local_first";
+  if (key == "helpers.dns_refresh_seconds") {
+    return absl::StrCat(d.helpers.dns_refresh_seconds);
+  }
   if (key == "helpers.chunk_steps") return absl::StrCat(d.helpers.chunk_steps);
   if (key == "helpers.streams") return absl::StrCat(d.helpers.streams);
   if (key == "helpers.stall_seconds") {

@@ -47,6 +47,13 @@ void ReadHelpers(const MapEntry& entry, HelperOptions* out, Diagnostics& diag) {
     const std::string key = absl::StrCat("helpers.", e.key);
     if (e.key == "addresses") {
       ReadAddresses(e, out, diag);
+    } else if (e.key == "dns") {
+      if (auto name = ReadAddress(e, key, diag)) out->dns = *name;
+    } else if (e.key == "dns_refresh_seconds") {
+      if (auto s = ReadNumber(e, key, 1, 3600,
+                              "a number of seconds from 1 to 3600", diag)) {
+        out->dns_refresh_seconds = *s;
+      }
     } else if (e.key == "placement") {
       std::optional<std::string> p =
           ReadString(e, key, "local_first or remote_first", diag);
@@ -57,8 +64,9 @@ void ReadHelpers(const MapEntry& entry, HelperOptions* out, Diagnostics& diag) {
         out->placement = HelperOptions::Placement::kRemoteFirst;
       } else {
         diag.Error(e.value_mark,
-                   absl::StrCat(key, ": expected local_first or remote_first, "
-                                     "got ",
+                   absl::StrCat(key,
+                                ": expected local_first or remote_first, "
+                                "got ",
                                 *p));
       }
     } else if (e.key == "chunk_steps") {

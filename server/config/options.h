@@ -77,12 +77,17 @@ struct SharingOptions {
   uint32_t lag_window = 8;
 };
 
-// What the daemon does with a record that fails its checksum or decode.
 // Helper daemons that may build chunks of this daemon's batches
-// (docs/remote-design.md). No addresses: every batch is built here.
+// (docs/remote-design.md). No addresses and no dns: every batch is built
+// here.
 struct HelperOptions {
   // "HOST:PORT" of each helper's TCP listener, in config order; unique.
   std::vector<std::string> addresses;
+  // "NAME:PORT": every address NAME resolves to (A and AAAA records, as a
+  // Kubernetes headless Service lists its pods) is a helper on PORT.
+  // Resolved again every dns_refresh_seconds; empty: none.
+  std::string dns;
+  double dns_refresh_seconds = 30;
   // local_first: a chunk goes to a helper only while this daemon's worker
   // pool has more runnable tasks than workers. remote_first: whenever a
   // helper has room.
@@ -96,6 +101,7 @@ struct HelperOptions {
   double stall_seconds = 5;
 };
 
+// What the daemon does with a record that fails its checksum or decode.
 enum class OnCorrupt { kSkip, kFail };
 
 struct DatasetOptions {

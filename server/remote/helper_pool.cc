@@ -1,5 +1,8 @@
 #include "server/remote/helper_pool.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -7,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/metrics/log.h"
@@ -36,11 +40,49 @@ Position AtLinear(uint64_t pos, uint64_t steps_per_epoch) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> ResolveHelpers(
+    const std::string& name_port) {
+  const size_t colon = name_port.rfind(':');
+  std::string host = name_port.substr(0, colon);
+  const std::string port = name_port.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("helpers.dns: ", host, ": ", gai_strerror(rc)));
+  }
+  std::set<std::string> addresses;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char ip[NI_MAXHOST];
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof(ip), nullptr, 0,
+                    NI_NUMERICHOST) != 0) {
+      continue;
+    }
+    addresses.insert(a->ai_family == AF_INET6
+                         ? absl::StrCat("[", ip, "]:", port)
+                         : absl::StrCat(ip, ":", port));
+  }
+  freeaddrinfo(found);
+  if (addresses.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("helpers.dns: ", host, " has no address"));
+  }
+  return std::vector<std::string>(addresses.begin(), addresses.end());
+}
+
 struct HelperPool::Helper {
   // Constant after construction.
   std::string address;
   std::unique_ptr<Client> client;
+  bool from_dns = false;
   // Guarded by the pool's mu_.
+  bool listed = true;  // A DNS helper: in the latest lookup's records.
   bool up = false;
   std::map<std::string, std::string> digests;  // Dataset -> manifest digest.
   std::set<std::string> refused;               // Datasets logged as refused.
@@ -50,15 +92,61 @@ struct HelperPool::Helper {
 };
 
 HelperPool::HelperPool(config::HelperOptions options,
-                       std::function<bool()> local_saturated)
+                       std::function<bool()> local_saturated,
+                       HelperResolver resolve)
     : options_(std::move(options)),
-      local_saturated_(std::move(local_saturated)) {
+      local_saturated_(std::move(local_saturated)),
+      resolve_(std::move(resolve)) {
+  absl::MutexLock lock(&mu_);
   for (const std::string& address : options_.addresses) {
-    auto h = std::make_unique<Helper>();
-    h->address = address;
-    h->client = Client::Connect(address);
-    h->stats.address = address;
-    helpers_.push_back(std::move(h));
+    AddHelperLocked(address, /*from_dns=*/false);
+  }
+}
+
+void HelperPool::AddHelperLocked(const std::string& address, bool from_dns) {
+  auto h = std::make_unique<Helper>();
+  h->address = address;
+  h->client = Client::Connect(address);
+  h->from_dns = from_dns;
+  h->stats.address = address;
+  helpers_.push_back(std::move(h));
+}
+
+void HelperPool::Resolve() {
+  absl::StatusOr<std::vector<std::string>> addresses = resolve_(options_.dns);
+  absl::MutexLock lock(&mu_);
+  if (!addresses.ok()) {
+    // Keep the helpers of the last good lookup: a DNS hiccup is no reason
+    // to stop using them. Logged when the error changes.
+    const std::string error = addresses.status().ToString();
+    if (error != dns_error_) {
+      dns_error_ = error;
+      Log(LogLevel::kWarning, "helpers_dns_failed",
+          {{"name", options_.dns}, {"reason", error}});
+    }
+    return;
+  }
+  dns_error_.clear();
+  const std::set<std::string> now(addresses->begin(), addresses->end());
+  std::set<std::string> known;
+  bool changed = false;
+  for (auto& h : helpers_) {
+    known.insert(h->address);
+    if (!h->from_dns) continue;
+    const bool listed = now.count(h->address) > 0;
+    changed |= listed != h->listed;
+    h->listed = listed;
+  }
+  for (const std::string& address : now) {
+    if (known.count(address) == 0) {
+      AddHelperLocked(address, /*from_dns=*/true);
+      changed = true;
+    }
+  }
+  if (changed) {
+    Log(LogLevel::kInfo, "helpers_resolved",
+        {{"name", options_.dns},
+         {"addresses", absl::StrJoin(*addresses, ",")}});
   }
 }
 
@@ -88,17 +176,19 @@ std::shared_ptr<service::RemoteChunk> HelperPool::Place(
     const service::StreamSpec& spec, const std::string& manifest_digest,
     uint64_t steps_per_epoch, uint64_t begin, uint64_t end,
     std::weak_ptr<service::ChunkSink> sink) {
-  if (helpers_.empty() || begin >= end) return nullptr;
+  if (begin >= end) return nullptr;
   if (options_.placement == config::HelperOptions::Placement::kLocalFirst &&
       !local_saturated_()) {
     return nullptr;
   }
   absl::MutexLock lock(&mu_);
-  if (stopping_) return nullptr;
+  if (stopping_ || helpers_.empty()) return nullptr;
   Helper* best = nullptr;
   for (size_t k = 0; k < helpers_.size(); ++k) {
     Helper* h = helpers_[(next_helper_ + k) % helpers_.size()].get();
-    if (!h->up || h->stats.open_chunks >= options_.streams) continue;
+    if (!h->listed || !h->up || h->stats.open_chunks >= options_.streams) {
+      continue;
+    }
     auto digest = h->digests.find(spec.dataset);
     if (digest == h->digests.end() || digest->second != manifest_digest) {
       if (h->refused.insert(spec.dataset).second) {
@@ -212,15 +302,30 @@ void HelperPool::Probe(Helper* h) {
 
 void HelperPool::Monitor() {
   const int64_t stall_ns = static_cast<int64_t>(options_.stall_seconds * 1e9);
+  const absl::Duration refresh = absl::Seconds(options_.dns_refresh_seconds);
+  absl::Time next_lookup = absl::InfinitePast();
   for (;;) {
+    if (!options_.dns.empty() && absl::Now() >= next_lookup) {
+      Resolve();
+      next_lookup = absl::Now() + refresh;
+    }
     std::vector<Helper*> due;
     std::vector<std::shared_ptr<ChunkReader>> ended;
     {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), kTick)) return;
+      // A helper gone from the records is dropped once nothing of it is
+      // open: no chunk reader will call ChunkEnded on it again.
+      helpers_.erase(std::remove_if(helpers_.begin(), helpers_.end(),
+                                    [](const std::unique_ptr<Helper>& h) {
+                                      return !h->listed &&
+                                             h->stats.open_chunks == 0;
+                                    }),
+                     helpers_.end());
+      if (!helpers_.empty()) next_helper_ %= helpers_.size();
       const absl::Time now = absl::Now();
       for (auto& h : helpers_) {
-        if (h->next_probe <= now) due.push_back(h.get());
+        if (h->listed && h->next_probe <= now) due.push_back(h.get());
       }
       const int64_t now_ns = NowNs();
       for (auto it = chunks_.begin(); it != chunks_.end();) {

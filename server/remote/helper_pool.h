@@ -11,8 +11,14 @@
 // doubling to 30 s, jittered. A chunk that receives nothing for
 // `stall_seconds` is cancelled: a half-dead helper counts as dead.
 //
-// Thread-safe. Owns a monitor thread (probes, stall checks, joining ended
-// chunks) between Start() and Stop().
+// With `helpers.dns` the monitor resolves the name at start and every
+// `dns_refresh_seconds`: an address that joins the records becomes a helper
+// (probed before use), one that leaves gets no new chunks and is dropped
+// once its open chunks end. A failed lookup keeps the helpers it had.
+//
+// Thread-safe. Owns a monitor thread (lookups, probes, stall checks,
+// joining ended chunks) between Start() and Stop(); a lookup blocks only
+// that thread.
 #ifndef STOKER_SERVER_REMOTE_HELPER_POOL_H_
 #define STOKER_SERVER_REMOTE_HELPER_POOL_H_
 
@@ -38,18 +44,29 @@ struct HelperStats {
   std::string address;
   bool up = false;
   uint32_t open_chunks = 0;
-  uint64_t chunks = 0;       // Chunks placed on it.
-  uint64_t batches = 0;      // Batches it delivered.
-  uint64_t failures = 0;     // Chunks that ended early with an error.
-  std::string last_error;    // The latest failure or refusal, or empty.
+  uint64_t chunks = 0;     // Chunks placed on it.
+  uint64_t batches = 0;    // Batches it delivered.
+  uint64_t failures = 0;   // Chunks that ended early with an error.
+  std::string last_error;  // The latest failure or refusal, or empty.
 };
+
+// The addresses "NAME:PORT" resolves to, as "IP:PORT" ("[IP]:PORT" for
+// IPv6), sorted, without repeats. NotFound when the name has no address.
+using HelperResolver = std::function<absl::StatusOr<std::vector<std::string>>(
+    const std::string& name_port)>;
+
+// HelperResolver through getaddrinfo (A and AAAA records, /etc/hosts).
+absl::StatusOr<std::vector<std::string>> ResolveHelpers(
+    const std::string& name_port);
 
 class HelperPool : public service::ChunkPlacer {
  public:
   // `local_saturated` answers whether this daemon's own workers are the
   // bottleneck now (local_first placement asks it before each chunk).
+  // `resolve` looks up `options.dns`.
   HelperPool(config::HelperOptions options,
-             std::function<bool()> local_saturated);
+             std::function<bool()> local_saturated,
+             HelperResolver resolve = ResolveHelpers);
   ~HelperPool() override;
 
   void Start();
@@ -68,6 +85,10 @@ class HelperPool : public service::ChunkPlacer {
   struct Helper;
 
   void Monitor();
+  // Resolves options_.dns and adds, relists or unlists the DNS helpers.
+  void Resolve();
+  void AddHelperLocked(const std::string& address, bool from_dns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks `h` for its datasets; marks it up (with their digests) or down.
   void Probe(Helper* h);
   void ChunkEnded(Helper* h, const ChunkReader::Result& result);
@@ -76,11 +97,13 @@ class HelperPool : public service::ChunkPlacer {
 
   const config::HelperOptions options_;
   const std::function<bool()> local_saturated_;
-  // Constant after construction; each Helper's mutable state is guarded by
-  // mu_.
-  std::vector<std::unique_ptr<Helper>> helpers_;
+  const HelperResolver resolve_;
 
   mutable absl::Mutex mu_;
+  // Only the monitor thread removes a helper (an unlisted one with no open
+  // chunk), so the helpers it probes outside mu_ stay alive.
+  std::vector<std::unique_ptr<Helper>> helpers_ ABSL_GUARDED_BY(mu_);
+  std::string dns_error_ ABSL_GUARDED_BY(mu_);  // The last lookup's, logged.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Chunks not yet joined; the monitor joins the ones that finished.
   std::vector<std::shared_ptr<ChunkReader>> chunks_ ABSL_GUARDED_BY(mu_);

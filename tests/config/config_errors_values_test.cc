@@ -180,6 +180,22 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:3:50: helpers.placement: expected local_first or "
             "remote_first, got nearest");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {dns: helpers.example}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:16: helpers.dns: expected HOST:PORT like "
+            "127.0.0.1:7411, got 'helpers.example' (no port)");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {dns: 'helpers.example:7411', dns_refresh_seconds: 0}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:61: helpers.dns_refresh_seconds: expected a number "
+            "of seconds from 1 to 3600, got '0'");
 }
 
 TEST_F(ConfigErrorTest, MissingDatasetDirectoryNamesThePathAndLine) {

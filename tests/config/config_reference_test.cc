@@ -25,11 +25,11 @@ using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
-  EXPECT_THAT(AllowedKeys(""),
-              ElementsAre("listen", "workers", "prefetch", "memory_budget",
-                          "device_memory_budget", "on_corrupt", "limits",
-                          "sharing", "helpers", "jobs", "metrics",
-                          "datasets", "pipelines"));
+  EXPECT_THAT(
+      AllowedKeys(""),
+      ElementsAre("listen", "workers", "prefetch", "memory_budget",
+                  "device_memory_budget", "on_corrupt", "limits", "sharing",
+                  "helpers", "jobs", "metrics", "datasets", "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
               ElementsAre("unix", "tcp", "unix_mode", "unix_group", "tls",
                           "insecure_remote"));
@@ -41,9 +41,10 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
                   "max_streams", "max_streams_per_peer", "admission_wait",
                   "max_batch_bytes", "max_decode_pixels"));
   EXPECT_THAT(AllowedKeys("sharing"), ElementsAre("lag_window"));
-  EXPECT_THAT(AllowedKeys("helpers"),
-              ElementsAre("addresses", "placement", "chunk_steps", "streams",
-                          "stall_seconds"));
+  EXPECT_THAT(
+      AllowedKeys("helpers"),
+      ElementsAre("addresses", "dns", "dns_refresh_seconds", "placement",
+                  "chunk_steps", "streams", "stall_seconds"));
   EXPECT_THAT(AllowedKeys("jobs.JOB"), ElementsAre("weight"));
   EXPECT_THAT(AllowedKeys("metrics"), ElementsAre("listen"));
   EXPECT_THAT(AllowedKeys("datasets.NAME"), ElementsAre("path"));
@@ -52,9 +53,8 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
 
 TEST(ConfigReferenceTest, HasARowForEveryKeyWithADefault) {
   const std::string reference = ConfigReference();
-  for (const char* section :
-       {"", "listen", "listen.tls", "limits", "sharing", "helpers",
-        "metrics"}) {
+  for (const char* section : {"", "listen", "listen.tls", "limits", "sharing",
+                              "helpers", "metrics"}) {
     for (const std::string& key : AllowedKeys(section)) {
       const std::string dotted =
           *section == '\0' ? key : absl::StrCat(section, ".", key);

@@ -80,8 +80,8 @@ TEST_F(HelpersTest, TheNodeSendsWhatTheHelperBuiltByteForByte) {
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
   std::unique_ptr<TestServer> node = StartNode(*helper_);
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
   const Consumed got = Consume(node->target(), Options());
   ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
   EXPECT_EQ(got.batches, reference.batches);
@@ -91,6 +91,37 @@ TEST_F(HelpersTest, TheNodeSendsWhatTheHelperBuiltByteForByte) {
   const remote::HelperStats h = node->server()->HelperStats()[0];
   EXPECT_GT(h.batches, 0u);
   EXPECT_EQ(h.failures, 0u);
+}
+
+// helpers.dns: the node finds its helper through a name (localhost, from
+// /etc/hosts, as a headless Service's name lists its pods) and uses it.
+TEST_F(HelpersTest, ANodeFindsItsHelperByDnsName) {
+  const Consumed reference = Consume(helper_->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  const std::string target = helper_->target();  // 127.0.0.1:PORT
+  const std::string port = target.substr(target.rfind(':') + 1);
+  TestServerOptions o;
+  o.dataset_dir = helper_->dataset_dir();
+  o.workers = 1;
+  o.extra_yaml = absl::StrCat(
+      "helpers: {dns: 'localhost:", port,
+      "', placement: remote_first, chunk_steps: 2, stall_seconds: 2}\n");
+  std::unique_ptr<TestServer> node = StartOrDie(o);
+  ASSERT_NE(node, nullptr);
+  // localhost may also be ::1, where nothing listens: that one stays down.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const remote::HelperStats& h : node->server()->HelperStats()) {
+          if (h.address == target && h.up) return true;
+        }
+        return false;
+      },
+      std::chrono::seconds(10)));
+  const Consumed got = Consume(node->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  EXPECT_EQ(got.ids, reference.ids);
+  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
 }
 
 TEST_F(HelpersTest, AHelperWithAnotherPipelineOfTheSameNameIsNotUsed) {
@@ -121,8 +152,8 @@ TEST_F(HelpersTest, AHelperWithAnotherPipelineOfTheSameNameIsNotUsed) {
   ASSERT_NE(other, nullptr);
   std::unique_ptr<TestServer> node = StartNode(*other, o.extra_yaml);
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
   const Consumed got = Consume(node->target(), small);
   ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
   EXPECT_EQ(got.batches, reference.batches);
@@ -138,8 +169,8 @@ TEST_F(HelpersTest, AHelperThatStopsMidStreamLosesAndRepeatsNothing) {
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
   std::unique_ptr<TestServer> node = StartNode(*helper_);
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
   auto client = Client::Connect(node->target());
   auto stream = client->OpenStream(Options(4));
   ASSERT_TRUE(stream.ok()) << stream.status();
@@ -149,8 +180,7 @@ TEST_F(HelpersTest, AHelperThatStopsMidStreamLosesAndRepeatsNothing) {
   absl::Status s;
   while ((s = (*stream)->Next(&batch)).ok()) {
     batches.push_back(testing::BatchBytes(batch));
-    ids.insert(ids.end(), batch.sample_ids().begin(),
-               batch.sample_ids().end());
+    ids.insert(ids.end(), batch.sample_ids().begin(), batch.sample_ids().end());
     if (batches.size() == 3) helper_->server()->Stop();
   }
   ASSERT_TRUE(absl::IsOutOfRange(s)) << s;
@@ -185,8 +215,8 @@ TEST(HelpersTypedTest, RaggedFieldsThroughAHelperAreByteForByteWithASkip) {
   ASSERT_FALSE(reference.skipped.empty());
   std::unique_ptr<TestServer> node = StartNode(*helper, raw);
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return HelperUp(*node); },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
   const Consumed got = Consume(node->target(), o);
   ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
   EXPECT_EQ(got.batches, reference.batches);
