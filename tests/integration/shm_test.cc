@@ -180,11 +180,14 @@ TEST_F(ShmTest, AckListFreesEverySlotItNamesAndCountsEachAck) {
   v1::StreamRequest single;
   *single.mutable_ack() = ack_of(next, 0.5, 2.0);
   ASSERT_TRUE(rw->Write(single));
+  // Batch 7 took the slot the last AckList freed; the one after it needs
+  // the slot the single Ack frees.
   ASSERT_TRUE(rw->Read(&next));
   EXPECT_EQ(next.batch().step(), 7u);
+  ASSERT_TRUE(rw->Read(&next));
 
   // The daemon records each ack's stall figures (acks are read in order:
-  // by the time batch 7 was sent, all seven had been taken).
+  // by the time the batch after 7 was sent, all seven had been taken).
   auto client = Client::Connect(server_->target());
   v1::DaemonStats stats;
   ASSERT_TRUE(client->GetStats(&stats).ok());
