@@ -125,7 +125,8 @@ int Decode(const std::string& dir, int threads, const std::string& decoder) {
   const bool stoker = decoder == "stoker";
   std::vector<std::string> paths;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file() && (stoker ? IsImage(e.path()) : IsJpeg(e.path()))) {
+    if (e.is_regular_file() &&
+        (stoker ? IsImage(e.path()) : IsJpeg(e.path()))) {
       paths.push_back(e.path());
     }
   }
@@ -167,9 +168,10 @@ int Decode(const std::string& dir, int threads, const std::string& decoder) {
   const double cpu = CpuSeconds() - cpu0;
   const size_t images = blobs.size() - failures;
   nlohmann::json out = {
-      {"decoder", stoker ? "Stoker's decoders (DecoderSet), whole image, full "
-                           "size, RGB, from memory"
-                         : "TurboJPEG tjDecompress2, full size, RGB, from memory"},
+      {"decoder", stoker
+                      ? "Stoker's decoders (DecoderSet), whole image, full "
+                        "size, RGB, from memory"
+                      : "TurboJPEG tjDecompress2, full size, RGB, from memory"},
       {"threads", threads},
       {"images", images},
       {"expected_images", blobs.size()},

@@ -1,5 +1,7 @@
 // Stream and Batch: one stream's protocol (open with transport fallback,
 // reconnect and resume, acks) over a Stream::Call (stream_call.h).
+#include "stoker/client.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -10,7 +12,6 @@
 #include "client/lib/internal.h"
 #include "client/lib/stream_call.h"
 #include "client/lib/transport.h"
-#include "stoker/client.h"
 
 namespace stoker {
 namespace {

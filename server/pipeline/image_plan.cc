@@ -195,10 +195,12 @@ absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
       // INTER_NEAREST_EXACT samples the source pixel under each output
       // pixel's centre, the convention INTER_LINEAR interpolates at, so a
       // nearest field lands where the image beside it does.
-      const int interpolation =
-          nearest ? cv::INTER_NEAREST_EXACT
-          : view.interpolation == Interpolation::kBicubic ? cv::INTER_CUBIC
-                                                          : cv::INTER_LINEAR;
+      int interpolation = cv::INTER_LINEAR;
+      if (nearest) {
+        interpolation = cv::INTER_NEAREST_EXACT;
+      } else if (view.interpolation == Interpolation::kBicubic) {
+        interpolation = cv::INTER_CUBIC;
+      }
       cv::resize(window, target, target.size(), 0, 0, interpolation);
     }
   }

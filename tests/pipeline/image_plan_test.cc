@@ -220,7 +220,8 @@ TEST(RenderImageTest, BicubicIsOpenCvsCubicKernelOnTheLastStep) {
 
     for (View shrink : TestViews()) {
       shrink.interpolation = Interpolation::kBicubic;
-      const Difference d = Compare(Fused(image.jpeg, shrink), Reference(full, shrink));
+      const Difference d =
+          Compare(Fused(image.jpeg, shrink), Reference(full, shrink));
       SCOPED_TRACE(::testing::Message()
                    << shrink.width << "x" << shrink.height << " -> "
                    << shrink.out_width << "x" << shrink.out_height << ": mean "

@@ -67,12 +67,14 @@ TEST(OpArgsTest, EveryOpRejectsBadValuesByName) {
   ExpectInvalid("random_resized_crop", {}, "size");
   ExpectInvalid("resize", {{"size", int64_t{-1}}}, "size");
   ExpectInvalid("resize", {{"size", Floats{1, 2, 3}}}, "size");
-  ExpectInvalid("resize",
-                {{"size", int64_t{8}}, {"interpolation", std::string("lanczos")}},
-                "interpolation");
-  ExpectInvalid("random_resized_crop",
-                {{"size", int64_t{8}}, {"interpolation", std::string("nearest")}},
-                "interpolation");
+  ExpectInvalid(
+      "resize",
+      {{"size", int64_t{8}}, {"interpolation", std::string("lanczos")}},
+      "interpolation");
+  ExpectInvalid(
+      "random_resized_crop",
+      {{"size", int64_t{8}}, {"interpolation", std::string("nearest")}},
+      "interpolation");
   ExpectInvalid("center_crop", {{"size", Floats{0, 5}}}, "size");
   ExpectInvalid("center_crop", {{"size", std::string("big")}}, "size");
   ExpectInvalid("normalize", {{"dtype", std::string("int8")}}, "dtype");

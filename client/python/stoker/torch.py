@@ -23,14 +23,15 @@ next epoch's first batches while the last ones of this epoch are used.
 
 Resume. ``state_dict()`` is the cursor plus the request fields that decide
 which samples a position holds (dataset, pipeline, seed, drop_last, ra_reps,
-and the dataset's size) and the layout it was saved with (world_size, batch_size and
-their product, the global batch); ``load_state_dict()`` refuses a state
-whose fields differ (ValueError naming them) and moves the cursor. A state
-saved by rank 0 can be loaded by every rank of the job: positions are
-global steps, and on a rank that has one step fewer in that epoch the first
-``for`` after loading yields nothing and moves the cursor to the next epoch,
-so that its epochs stay in step with the other ranks'. The daemon may have
-restarted in between: batches depend only on the request and the position.
+and the dataset's size) and the layout it was saved with (world_size,
+batch_size and their product, the global batch); ``load_state_dict()``
+refuses a state whose fields differ (ValueError naming them) and moves the
+cursor. A state saved by rank 0 can be loaded by every rank of the job:
+positions are global steps, and on a rank that has one step fewer in that
+epoch the first ``for`` after loading yields nothing and moves the cursor to
+the next epoch, so that its epochs stay in step with the other ranks'. The
+daemon may have restarted in between: batches depend only on the request
+and the position.
 
 Resume on another number of ranks. Global step s covers the same entries
 of the epoch's permutation whatever the world size, as long as the global
