@@ -165,7 +165,7 @@ absl::StatusOr<std::shared_ptr<const service::Catalog>> BuildCatalog(
   std::map<std::string, std::unique_ptr<pipeline::Pipeline>> pipelines;
   for (const config::PipelineOptions& p : options.pipelines) {
     auto pipe = pipeline::Pipeline::Create(
-        p.name, p.ops,
+        p.name, pipeline::PipelineConfig{p.ops, p.views},
         static_cast<int64_t>(options.limits.max_decode_pixels));
     if (!pipe.ok()) {
       return absl::Status(pipe.status().code(),

@@ -1,5 +1,7 @@
 #include "server/config/catalog_reader.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -76,6 +78,116 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
   }
 }
 
+// One view of a pipeline with views: a list of ops, or {count, ops}.
+// Appends the YAML node of each op to `nodes`.
+std::optional<pipeline::ViewConfig> ReadView(
+    const MapEntry& entry, absl::string_view pipeline_name,
+    const pipeline::OpRegistry& registry, Diagnostics& diag,
+    std::vector<YAML::Node>& nodes) {
+  pipeline::ViewConfig view;
+  view.name = entry.key;
+  view.line = entry.key_node.Mark().line + 1;
+  const std::string where = absl::StrCat(pipeline_name, "', view '", entry.key);
+  YAML::Node ops = entry.value;
+  YAML::Mark ops_mark = entry.value_mark;
+  if (entry.value.IsMap()) {
+    bool has_ops = false;
+    for (const MapEntry& e :
+         ReadMap(entry.value, absl::StrCat("view '", entry.key, "'"),
+                 {"count", "ops"}, diag)) {
+      if (e.key == "count") {
+        const std::optional<uint32_t> count = ReadCount(e, "count", diag);
+        if (!count) return std::nullopt;
+        // Pipeline::Create says what range a count may have.
+        view.count = static_cast<int>(std::min<uint32_t>(*count, INT32_MAX));
+      } else {
+        ops = e.value;
+        ops_mark = e.value_mark;
+        has_ops = true;
+      }
+    }
+    if (!has_ops) {
+      diag.Error(entry.value_mark,
+                 absl::StrCat("pipeline '", where,
+                              "' has no ops; expected {count: N, ops: [...]} "
+                              "or a list of ops"));
+      return std::nullopt;
+    }
+  }
+  std::optional<std::vector<pipeline::OpConfig>> configs =
+      ReadOpConfigs(ops, ops_mark, where, registry, diag);
+  if (!configs) return std::nullopt;
+  for (const YAML::Node& op : ops) nodes.push_back(op);
+  view.ops = std::move(*configs);
+  return view;
+}
+
+// A pipeline in the map form: {decode: [ops], views: {NAME: view}}.
+// Appends the YAML node of each op to `nodes`, in Pipeline::Create's index
+// order.
+std::optional<pipeline::PipelineConfig> ReadViewsPipeline(
+    const MapEntry& entry, const pipeline::OpRegistry& registry,
+    Diagnostics& diag, std::vector<YAML::Node>& nodes) {
+  pipeline::PipelineConfig config;
+  const std::string section = absl::StrCat("pipeline '", entry.key, "'");
+  constexpr absl::string_view kExample =
+      "{global: {count: 2, ops: [{random_resized_crop: {size: 224}}]}, "
+      "local: {count: 6, ops: [...]}}";
+  if (!entry.value["views"] && !entry.value["decode"]) {
+    // Most likely ops written as a map by mistake, not views.
+    diag.Error(entry.value_mark,
+               absl::StrCat(section,
+                            " is a map without views; expected a list of ops "
+                            "like [decode_jpeg, center_crop: {size: 224}], or "
+                            "{decode: [decode_image], views: ",
+                            kExample, "}"));
+    return std::nullopt;
+  }
+  bool ok = true;
+  std::optional<MapEntry> views;
+  for (const MapEntry& e :
+       ReadMap(entry.value, section, {"decode", "views"}, diag)) {
+    if (e.key == "decode") {
+      std::optional<std::vector<pipeline::OpConfig>> ops =
+          ReadOpConfigs(e.value, e.value_mark, entry.key, registry, diag);
+      if (!ops) {
+        ok = false;
+        continue;
+      }
+      config.ops = std::move(*ops);
+      for (const YAML::Node& op : e.value) nodes.push_back(op);
+    } else {
+      views = e;
+    }
+  }
+  if (!views) {
+    diag.Error(entry.value_mark,
+               absl::StrCat(section,
+                            " has a decode list but no views; "
+                            "expected views: ",
+                            kExample));
+    return std::nullopt;
+  }
+  if (!ExpectMap(*views, "views", kExample, diag)) return std::nullopt;
+  if (views->value.size() == 0) {
+    diag.Error(views->value_mark,
+               absl::StrCat(section, ": views is empty; expected ", kExample));
+    return std::nullopt;
+  }
+  for (const MapEntry& e :
+       ReadMap(views->value, absl::StrCat(section, " views"), diag)) {
+    std::optional<pipeline::ViewConfig> view =
+        ReadView(e, entry.key, registry, diag, nodes);
+    if (!view) {
+      ok = false;
+      continue;
+    }
+    config.views.push_back(std::move(*view));
+  }
+  if (!ok) return std::nullopt;
+  return config;
+}
+
 }  // namespace
 
 std::vector<DatasetOptions> ReadDatasets(const MapEntry& entry,
@@ -115,13 +227,22 @@ std::vector<PipelineOptions> ReadPipelines(const MapEntry& entry,
   for (const MapEntry& e : ReadMap(entry.value, "pipelines", diag)) {
     const YAML::Mark mark = e.key_node.Mark();
     if (!CheckName(e, "pipeline", diag)) continue;
-    std::optional<std::vector<pipeline::OpConfig>> ops =
-        ReadOpConfigs(e.value, e.value_mark, e.key, registry, diag);
-    if (!ops) continue;
+    // Every op's node, in the order of Create's op indices.
+    std::vector<YAML::Node> nodes;
+    std::optional<pipeline::PipelineConfig> config;
+    if (e.value.IsMap()) {
+      config = ReadViewsPipeline(e, registry, diag, nodes);
+    } else if (std::optional<std::vector<pipeline::OpConfig>> ops =
+                   ReadOpConfigs(e.value, e.value_mark, e.key, registry, diag);
+               ops) {
+      config = pipeline::PipelineConfig{std::move(*ops), {}};
+      for (const YAML::Node& op : e.value) nodes.push_back(op);
+    }
+    if (!config) continue;
     // The registry checked names and types; Create checks what only the ops
     // know (values in range, ops in a workable order).
     absl::StatusOr<std::unique_ptr<pipeline::Pipeline>> created =
-        pipeline::Pipeline::Create(e.key, *ops);
+        pipeline::Pipeline::Create(e.key, *config);
     if (!created.ok()) {
       // Create's messages usually name the pipeline already. One that an op
       // caused points at that op's step; the others at the pipeline.
@@ -129,15 +250,16 @@ std::vector<PipelineOptions> ReadPipelines(const MapEntry& entry,
       const std::string named = absl::StrCat("pipeline '", e.key, "'");
       const std::optional<size_t> index =
           pipeline::FailedOpIndex(created.status());
-      const YAML::Mark at = index && *index < e.value.size()
-                                ? MarkOf(e.value[*index], mark)
-                                : mark;
+      const YAML::Mark at =
+          index && *index < nodes.size() ? MarkOf(nodes[*index], mark) : mark;
       diag.Error(at, absl::StartsWith(message, named)
                          ? std::string(message)
                          : absl::StrCat(named, ": ", message));
       continue;
     }
-    pipelines.push_back(PipelineOptions{e.key, std::move(*ops), mark.line + 1});
+    pipelines.push_back(PipelineOptions{e.key, std::move(config->ops),
+                                        std::move(config->views),
+                                        mark.line + 1});
   }
   return pipelines;
 }

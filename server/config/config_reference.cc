@@ -118,8 +118,8 @@ const std::vector<KeyDoc>& Keys() {
        "pixel, plus a full-scale window of 3 and its box reduction), so "
        "decode scratch memory is at most workers x 12.5 x this, outside "
        "`memory_budget` (docs/architecture.md, \"Decode memory\")."},
-      {"sharing", "map", "", "Shared preprocessing runs (streams opened "
-       "with `share: true`)."},
+      {"sharing", "map", "",
+       "Shared preprocessing runs (streams opened with `share: true`)."},
       {"sharing.lag_window", "integer >= 1", "",
        "Batches a consumer of a shared run may fall behind the fastest one "
        "before it is detached onto a run of its own."},
@@ -171,12 +171,24 @@ const std::vector<KeyDoc>& Keys() {
       {"datasets.NAME.path", "path", "required",
        "Dataset directory written by `stoker pack`, relative to the config "
        "file's directory unless absolute; must exist when the config loads."},
-      {"pipelines", "map of NAME to list", "required",
+      {"pipelines", "map of NAME to list or map", "required",
        "The pipelines clients may name, at least one; NAME as for datasets."},
-      {"pipelines.NAME", "list of ops", "required",
+      {"pipelines.NAME", "list of ops, or map", "required",
        "The ops in order, at least one. A step is `- OP: {ARG: VALUE, ...}`, "
        "`- OP: VALUE` for an op whose table row says it takes a bare value "
-       "(today `layout`), or `- OP` for an op without arguments."},
+       "(today `layout`), or `- OP` for an op without arguments. A map "
+       "(`decode`, `views`) makes a pipeline with views: several augmented "
+       "crops of each sample in one batch (DINO, SimCLR)."},
+      {"pipelines.NAME.decode", "list of ops", "[decode_image]",
+       "With views: the decode and fields ops (decode_image, drop_fields, "
+       "ragged_limit), shared by every view; the image is decoded once for "
+       "all of them."},
+      {"pipelines.NAME.views", "map of VIEW to list or map", "required",
+       "With views, at least one, at most 16: VIEW (letters, digits, `_`, "
+       "`-`) is its list of geometry, pixel, format and tensor ops, or "
+       "`{count: N, ops: [...]}` for N instances (1-64), each with its own "
+       "random choices. Outputs are `VIEW.FIELD`, or `VIEW.K.FIELD` (K from "
+       "0) when N > 1; other fields once. Batch ops need the list form."},
   };
   return *keys;
 }
@@ -229,7 +241,7 @@ std::string DefaultOf(absl::string_view key) {
   if (key == "helpers.stall_seconds") {
     return absl::StrCat(d.helpers.stall_seconds);
   }
-    if (key == "sharing") return "the defaults below";
+  if (key == "sharing") return "the defaults below";
   if (key == "sharing.lag_window") return absl::StrCat(d.sharing.lag_window);
   return "";
 }

@@ -119,8 +119,11 @@ struct PipelineOptions {
   std::string name;
   // The ops in order, names and argument types checked against the op
   // registry. Arguments are as written (defaults not filled in), and the
-  // pipeline was accepted by pipeline::Pipeline::Create.
+  // pipeline was accepted by pipeline::Pipeline::Create. With views (the
+  // map form), `ops` is the decode list, which may be empty
+  // (pipeline::PipelineConfig).
   std::vector<pipeline::OpConfig> ops;
+  std::vector<pipeline::ViewConfig> views;
   // 1-based line of the pipeline's entry in the config file.
   int line = 0;
 };

@@ -40,13 +40,13 @@ std::optional<uint64_t> ReadSize(const MapEntry& entry, absl::string_view key,
 std::optional<uint32_t> ReadCount(const MapEntry& entry, absl::string_view key,
                                   Diagnostics& diag);
 
-// Octal permission bits up to 0777, e.g. "0660".
 // A number in [min, max]; `what` describes the range in the error, e.g.
 // "a number of seconds >= 0".
 std::optional<double> ReadNumber(const MapEntry& entry, absl::string_view key,
                                  double min, double max, absl::string_view what,
                                  Diagnostics& diag);
 
+// Octal permission bits up to 0777, e.g. "0660".
 std::optional<uint32_t> ReadFileMode(const MapEntry& entry,
                                      absl::string_view key, Diagnostics& diag);
 

@@ -7,6 +7,8 @@
 #include <opencv2/imgproc.hpp>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
+
 #include "server/pipeline/box_reduce.h"
 
 namespace stoker::pipeline {
@@ -84,8 +86,11 @@ void CropView(int top, int left, int height, int width, View* view) {
   view->out_height = height;
 }
 
-RenderPlan PlanRender(int source_width, int source_height, const View& view,
-                      ScaleSet scales) {
+namespace {
+
+// PlanRender, at `fixed_scale` when it is not 0.
+RenderPlan Plan(int source_width, int source_height, const View& view,
+                ScaleSet scales, int fixed_scale) {
   RenderPlan plan;
   const double step_x = view.width / view.out_width;
   const double step_y = view.height / view.out_height;
@@ -107,9 +112,9 @@ RenderPlan PlanRender(int source_width, int source_height, const View& view,
   // both axes; an upscale decodes at full size. Only 1/8, 2/8 and 4/8 are
   // tried: libjpeg-turbo 2.1 has SIMD code for those, while 3/8, 5/8, 6/8
   // and 7/8 decode more slowly than 8/8 itself (1.1-2x, measured).
-  plan.scale = 8;
+  plan.scale = fixed_scale != 0 ? fixed_scale : 8;
   for (int m : {1, 2, 4}) {
-    if (scales.has(m) &&
+    if (fixed_scale == 0 && scales.has(m) &&
         (sx1 - sx0) * m + kEpsilon >= 8.0 * plan.region.width() &&
         (sy1 - sy0) * m + kEpsilon >= 8.0 * plan.region.height()) {
       plan.scale = m;
@@ -122,29 +127,21 @@ RenderPlan PlanRender(int source_width, int source_height, const View& view,
   return plan;
 }
 
-absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
-                                       uint8_t* dst, RenderBuffers* buffers,
-                                       StageTimes* times, bool nearest) {
-  KeepOpenCvOnCallingThread();
-  const int64_t start_ns = times != nullptr ? NowNs() : 0;
-  // A DCT scale averages 8/M pixels, as BoxReduce does: class ids must not
-  // be averaged, so a nearest field decodes at full size.
-  const RenderPlan plan =
-      PlanRender(decoder->width(), decoder->height(), view,
-                 nearest ? ScaleSet::Only8() : decoder->scales());
-  cv::Mat window;
-  if (!plan.empty()) {
-    DecodedWindow& decoded = buffers->decoded;
-    if (absl::Status s =
-            decoder->DecodeWindow(plan.scale, plan.window, &decoded);
-        !s.ok()) {
-      return s;
-    }
-    window = cv::Mat(decoded.height, decoded.width, CV_8UC3,
-                     decoded.mutable_data(), decoded.stride);
-  }
-  const int64_t decoded_ns = times != nullptr ? NowNs() : 0;
+}  // namespace
 
+RenderPlan PlanRender(int source_width, int source_height, const View& view,
+                      ScaleSet scales) {
+  return Plan(source_width, source_height, view, scales, 0);
+}
+
+namespace {
+
+// Resamples the decoded `window` of `plan` (empty when the plan is) to the
+// view's output size, as RenderView describes. With `may_alias` the result
+// may be `window` itself, when that already has the output size.
+ImageBuffer Resample(const View& view, const RenderPlan& plan, cv::Mat window,
+                     uint8_t* dst, RenderBuffers* buffers, bool nearest,
+                     bool may_alias) {
   const cv::Size out_size(view.out_width, view.out_height);
   const cv::Rect region(plan.region.x0, plan.region.y0, plan.region.width(),
                         plan.region.height());
@@ -180,7 +177,7 @@ absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
   cv::Mat out;
   if (dst != nullptr) {
     out = cv::Mat(out_size, CV_8UC3, dst);
-  } else if (!plan.padded && window.size() == out_size) {
+  } else if (may_alias && !plan.padded && window.size() == out_size) {
     out = window;  // Already the output size: nothing to resample.
   } else {
     buffers->resized.reset(new uint8_t[out_size.area() * 3]);
@@ -204,11 +201,88 @@ absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
       cv::resize(window, target, target.size(), 0, 0, interpolation);
     }
   }
+  return ImageBuffer{out.data, out.step, out.cols, out.rows, 3};
+}
+
+}  // namespace
+
+absl::Status RenderViews(absl::Span<const View> views, ImageDecoder* decoder,
+                         absl::Span<uint8_t* const> dst,
+                         absl::Span<RenderBuffers> buffers,
+                         absl::Span<ImageBuffer> images, StageTimes* times,
+                         bool nearest) {
+  KeepOpenCvOnCallingThread();
+  const int64_t start_ns = times != nullptr ? NowNs() : 0;
+  // A DCT scale averages 8/M pixels, as BoxReduce does: class ids must not
+  // be averaged, so a nearest field decodes at full size.
+  const ScaleSet scales = nearest ? ScaleSet::Only8() : decoder->scales();
+  const int width = decoder->width(), height = decoder->height();
+  absl::InlinedVector<RenderPlan, 1> plans;
+  int scale = 0;  // The largest any view needs; 0 when all miss the image.
+  for (const View& view : views) {
+    plans.push_back(PlanRender(width, height, view, scales));
+    if (!plans.back().empty()) scale = std::max(scale, plans.back().scale);
+  }
+  // One decode serves every view: each is planned at the largest scale
+  // (which covers its output, since its own smaller one did), and the
+  // union of their windows is decoded.
+  PixelWindow all;
+  bool first = true;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    RenderPlan& plan = plans[i];
+    if (plan.empty()) continue;
+    if (plan.scale != scale) {
+      plan = Plan(width, height, views[i], scales, scale);
+    }
+    const PixelWindow& w = plan.window;
+    all = first ? w
+                : PixelWindow{std::min(all.x0, w.x0), std::min(all.y0, w.y0),
+                              std::max(all.x1, w.x1), std::max(all.y1, w.y1)};
+    first = false;
+  }
+  cv::Mat decoded;
+  if (scale != 0) {
+    DecodedWindow& window = buffers[0].decoded;
+    if (absl::Status s = decoder->DecodeWindow(scale, all, &window); !s.ok()) {
+      return s;
+    }
+    decoded = cv::Mat(window.height, window.width, CV_8UC3,
+                      window.mutable_data(), window.stride);
+  }
+  const int64_t decoded_ns = times != nullptr ? NowNs() : 0;
+  // Views that share the decoded window must not share their images: a
+  // pixel op on one would change what another shows.
+  const bool may_alias = views.size() == 1;
+  for (size_t i = 0; i < views.size(); ++i) {
+    const RenderPlan& plan = plans[i];
+    cv::Mat window;
+    if (!plan.empty()) {
+      window =
+          decoded(cv::Rect(plan.window.x0 - all.x0, plan.window.y0 - all.y0,
+                           plan.window.width(), plan.window.height()));
+    }
+    images[i] = Resample(views[i], plan, window, dst[i], &buffers[i], nearest,
+                         may_alias);
+  }
   if (times != nullptr) {
     times->decode_ns += decoded_ns - start_ns;
     times->augment_ns += NowNs() - decoded_ns;
   }
-  return ImageBuffer{out.data, out.step, out.cols, out.rows, 3};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
+                                       uint8_t* dst, RenderBuffers* buffers,
+                                       StageTimes* times, bool nearest) {
+  ImageBuffer image;
+  if (absl::Status s =
+          RenderViews(absl::MakeConstSpan(&view, 1), decoder,
+                      absl::MakeConstSpan(&dst, 1), absl::MakeSpan(buffers, 1),
+                      absl::MakeSpan(&image, 1), times, nearest);
+      !s.ok()) {
+    return s;
+  }
+  return image;
 }
 
 void MirrorInPlace(const ImageBuffer& image) {

@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "server/pipeline/decoders/image_decoder.h"
 #include "server/pipeline/image_buffer.h"
 #include "server/pipeline/pixel_convert.h"
@@ -108,6 +109,25 @@ struct RenderBuffers {
 absl::StatusOr<ImageBuffer> RenderView(const View& view, ImageDecoder* decoder,
                                        uint8_t* dst, RenderBuffers* buffers,
                                        StageTimes* times, bool nearest = false);
+
+// RenderView for several views of one image, a multi-view pipeline's
+// instances (docs/pipeline-design.md §4.4): decodes the union of the
+// windows they need once, into buffers[0].decoded, at the largest DCT scale
+// any of them needs, and resamples view i from it into dst[i] when that is
+// not null, else into buffers[i], writing where it is to images[i]. A view
+// whose own plan had a smaller scale is box-averaged from the larger one
+// instead, so it weighs at least as many source pixels as alone. No image
+// is the decoded window itself when there are several views (each may be
+// changed in place by pixel ops). The decoded window is never larger than
+// one view at full size could ask for: the image at the scale chosen. With
+// one view this is RenderView. DataLoss when the image is undecodable.
+// REQUIRES: the spans have views.size() entries (at least one);
+// decoder->ReadHeader succeeded and nothing else was decoded.
+absl::Status RenderViews(absl::Span<const View> views, ImageDecoder* decoder,
+                         absl::Span<uint8_t* const> dst,
+                         absl::Span<RenderBuffers> buffers,
+                         absl::Span<ImageBuffer> images, StageTimes* times,
+                         bool nearest = false);
 
 // Mirrors `image` left-right in place.
 void MirrorInPlace(const ImageBuffer& image);

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/memory/memory.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -23,7 +25,8 @@ namespace stoker::pipeline {
 // The per-sample ops of a pipeline by kind, each list in config order;
 // Create checks that the kinds come in this order, so running the lists one
 // after another runs the ops in config order. Format ops are not here: they
-// do not depend on the sample, and Create resolves them into the format.
+// do not depend on the sample, and Create resolves them into each view's
+// format.
 struct PipelineSteps {
   // An op bound to the spatial field in `slot` (an index into decodes).
   template <typename Op>
@@ -32,11 +35,21 @@ struct PipelineSteps {
     int slot = 0;
   };
 
+  // One view: its instances' per-sample ops and what they write. The list
+  // form has one, unnamed.
+  struct View {
+    std::string name;
+    int count = 1;
+    std::vector<std::unique_ptr<GeometryOp>> geometry;
+    std::vector<Bound<PixelOp>> pixel;
+    std::vector<Bound<TensorOp>> tensor;
+    OutputFormat format;
+    int out_height = 0, out_width = 0;
+  };
+
   std::vector<DecodeSpec> decodes;
   std::vector<BoundSelection> selections;  // Used by Bind, not per sample.
-  std::vector<std::unique_ptr<GeometryOp>> geometry;
-  std::vector<Bound<PixelOp>> pixel;
-  std::vector<Bound<TensorOp>> tensor;
+  std::vector<View> views;                 // At least one.
   // At most one batch op: it owns the labels. Not a Bound<BatchOp>: clang 14
   // (the fuzz build's compiler) crashes in TBAA reading the slot of an
   // optional<Bound<BatchOp>>.
@@ -53,11 +66,15 @@ int64_t NowNs() {
       .count();
 }
 
-// "pipeline 'train': op[2] 'resize' (line 14): " for error messages.
-std::string OpContext(absl::string_view pipeline, size_t index,
-                      const OpConfig& op) {
+// "pipeline 'train': op[2] 'resize' (line 14): " for error messages, with
+// "view 'local': " before the op when `view` is not empty (`index` is then
+// the op's place in its view).
+std::string OpContext(absl::string_view pipeline, absl::string_view view,
+                      size_t index, const OpConfig& op) {
+  const std::string in_view =
+      view.empty() ? std::string() : absl::StrCat("view '", view, "': ");
   return absl::StrCat(
-      "pipeline '", pipeline, "': op[", index, "] '", op.name, "'",
+      "pipeline '", pipeline, "': ", in_view, "op[", index, "] '", op.name, "'",
       op.line > 0 ? absl::StrCat(" (line ", op.line, ")") : std::string(),
       ": ");
 }
@@ -91,15 +108,37 @@ absl::string_view KindPhrase(OpKind kind) {
   }
 }
 
-// Why an op of `kind` cannot follow one of `previous` at `index`, or empty
-// if it can.
-std::string OrderProblem(size_t index, OpKind kind, OpKind previous,
+// Which list of a pipeline's config ops come from: the list form's one
+// list, the decode list of a pipeline with views, or one of its views.
+enum class Section { kList, kDecode, kView };
+
+// Why an op of `kind` cannot stand in `section`, or empty if it can.
+std::string SectionProblem(Section section, OpKind kind) {
+  if (section == Section::kDecode && kind > OpKind::kFields) {
+    return "a pipeline with views takes only decode and fields ops "
+           "(decode_image, drop_fields, ragged_limit) in its decode list; "
+           "put the others under a view";
+  }
+  if (section == Section::kView && kind <= OpKind::kFields) {
+    return "decode and fields ops go in the pipeline's decode list, shared "
+           "by every view, not under a view";
+  }
+  if (section == Section::kView && kind == OpKind::kBatch) {
+    return "batch ops (mixup, cutmix, mixup_cutmix) need a pipeline "
+           "without views (the list form)";
+  }
+  return "";
+}
+
+// Why an op of `kind` cannot follow one of `previous`, or empty if it can;
+// `first`: it is the first op of the pipeline.
+std::string OrderProblem(bool first, OpKind kind, OpKind previous,
                          bool decoded) {
-  if (index == 0 && kind != OpKind::kDecode && kind != OpKind::kFields) {
+  if (first && kind != OpKind::kDecode && kind != OpKind::kFields) {
     return "out of order: the first op must be decode_image (or, for a "
            "pipeline that decodes nothing, drop_fields or ragged_limit)";
   }
-  if (index > 0 && kind == OpKind::kDecode && previous != OpKind::kDecode) {
+  if (!first && kind == OpKind::kDecode && previous != OpKind::kDecode) {
     return "out of order: decode ops come first, before every other op";
   }
   if (!decoded && kind > OpKind::kFields) {
@@ -202,16 +241,36 @@ InputField InputField::Dense(std::string name, tensor::DType dtype,
   return field;
 }
 
+namespace {
+
+// The view of each instance of `steps`, in output order.
+std::vector<int> InstanceViews(const PipelineSteps& steps) {
+  std::vector<int> views;
+  for (size_t v = 0; v < steps.views.size(); ++v) {
+    views.insert(views.end(), steps.views[v].count, static_cast<int>(v));
+  }
+  return views;
+}
+
+}  // namespace
+
 BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
-                             const OutputFormat& format,
                              int64_t max_decode_pixels, size_t num_fields,
                              std::vector<size_t> image_fields,
                              std::vector<PassthroughField> passthrough,
                              std::vector<tensor::OutputSlot> slots,
                              std::optional<BatchBinding> batch)
     : steps_(std::move(steps)),
-      converter_(format),
-      ids_converter_(FieldFormat(format, DecodeSpec{"", true})),
+      converters_([this] {
+        std::vector<Converters> converters;
+        for (const PipelineSteps::View& view : steps_->views) {
+          converters.push_back(
+              {PixelConverter(view.format),
+               PixelConverter(FieldFormat(view.format, DecodeSpec{"", true}))});
+        }
+        return converters;
+      }()),
+      instance_views_(InstanceViews(*steps_)),
       max_decode_pixels_(max_decode_pixels),
       num_fields_(num_fields),
       image_fields_(std::move(image_fields)),
@@ -222,9 +281,51 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
 
 BoundPipeline::~BoundPipeline() = default;
 
-const PixelConverter& BoundPipeline::ConverterOf(int slot) const {
-  return steps_->decodes[slot].nearest ? ids_converter_ : converter_;
+const PixelConverter& BoundPipeline::ConverterOf(int view, int slot) const {
+  const Converters& converters = converters_[view];
+  return steps_->decodes[slot].nearest ? converters.ids : converters.image;
 }
+
+namespace {
+
+// Runs `view`'s pixel ops on the rendered fields of `instance`.
+absl::Status RunPixelOps(const PipelineSteps::View& view,
+                         const std::vector<DecodeSpec>& decodes,
+                         SampleState& state, int instance, SampleRng& rng,
+                         StageTimes* times) {
+  if (view.pixel.empty()) return absl::OkStatus();
+  const int64_t pixel_ns = times != nullptr ? NowNs() : 0;
+  const int num_images = static_cast<int>(decodes.size());
+  // With several spatial fields a positional op moves them all.
+  absl::InlinedVector<SpatialImage, 1> spatial;
+  if (num_images > 1) {
+    for (int slot = 0; slot < num_images; ++slot) {
+      spatial.push_back({state.rendered(instance, slot).image,
+                         decodes[slot].nearest, decodes[slot].fill});
+    }
+  }
+  for (const PipelineSteps::Bound<PixelOp>& step : view.pixel) {
+    if (!step.op->flip_invariant()) {
+      // The flip is one for all fields: mirror each before the op.
+      for (int slot = 0; slot < num_images; ++slot) {
+        RenderedField& field = state.rendered(instance, slot);
+        if (!field.flip_pending) continue;
+        MirrorInPlace(field.image);
+        field.flip_pending = false;
+      }
+    }
+    const absl::Status s =
+        num_images > 1
+            ? step.op->Apply(PixelTargets(spatial, step.slot), rng)
+            : step.op->Apply(PixelTargets(state.rendered(instance, 0).image),
+                             rng);
+    if (!s.ok()) return s;
+  }
+  if (times != nullptr) times->augment_ns += NowNs() - pixel_ns;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
                                 SampleRng& rng, absl::Span<uint8_t* const> dst,
@@ -237,81 +338,99 @@ absl::Status BoundPipeline::Run(absl::Span<const std::string_view> fields,
   }
   const int64_t start_ns = times != nullptr ? NowNs() : 0;
   const int num_images = static_cast<int>(image_fields_.size());
+  const int instances = static_cast<int>(instance_views_.size());
   const std::vector<DecodeSpec>& decodes = steps_->decodes;
   DecoderSet decoders(max_decode_pixels_);
-  SampleState state(num_images);
+  SampleState state(num_images, instances);
   for (int slot = 0; slot < num_images; ++slot) {
     ImageField& field = state.field(slot);
     field.encoded = fields[image_fields_[slot]];
     absl::StatusOr<ImageDecoder*> decoder = decoders.Open(field.encoded);
     if (!decoder.ok()) return decoder.status();
     field.decoder = *decoder;
-    if (slot == 0) {
-      state.view() = FullView(field.decoder->width(), field.decoder->height());
-    } else if (absl::Status s = CheckSameSize(state, decodes, slot); !s.ok()) {
-      return s;
+    if (slot > 0) {
+      if (absl::Status s = CheckSameSize(state, decodes, slot); !s.ok()) {
+        return s;
+      }
     }
   }
-  for (const std::unique_ptr<GeometryOp>& op : steps_->geometry) {
-    if (absl::Status s = op->Apply(state.view(), rng); !s.ok()) return s;
+  // Instance 0 draws from `rng`, instance g from its own generator, made
+  // here (only pipelines with views have more than one instance; an empty
+  // deque would allocate too).
+  std::optional<std::deque<SampleRng>> instance_rngs;
+  if (instances > 1) instance_rngs.emplace();
+  const auto rng_of = [&](int instance) -> SampleRng& {
+    return instance == 0 ? rng : (*instance_rngs)[instance - 1];
+  };
+  if (num_images > 0) {
+    const ImageDecoder& first = *state.field(0).decoder;
+    for (int g = 0; g < instances; ++g) {
+      if (g > 0) instance_rngs->emplace_back(rng, static_cast<uint32_t>(g));
+      View& view = state.view(g);
+      view = FullView(first.width(), first.height());
+      for (const std::unique_ptr<GeometryOp>& op :
+           steps_->views[instance_views_[g]].geometry) {
+        if (absl::Status s = op->Apply(view, rng_of(g)); !s.ok()) return s;
+      }
+    }
   }
   // Sniffing and header parsing count as decode.
   if (times != nullptr) times->decode_ns += NowNs() - start_ns;
 
-  const View& view = state.view();
-  absl::InlinedVector<RenderBuffers, 1> buffers(num_images);
+  // Each field is decoded once for all instances; instance g's rendered
+  // field writes output g * num_images + slot.
+  const auto output_of = [num_images](int g, int slot) {
+    return static_cast<size_t>(g) * num_images + slot;
+  };
+  absl::InlinedVector<RenderBuffers, 1> buffers(
+      static_cast<size_t>(num_images) * instances);
   for (int slot = 0; slot < num_images; ++slot) {
-    ImageField& field = state.field(slot);
-    // A uint8 HWC output is the rendered image itself: render into it.
-    absl::StatusOr<ImageBuffer> rendered =
-        RenderView(view, field.decoder,
-                   ConverterOf(slot).is_passthrough() ? dst[slot] : nullptr,
-                   &buffers[slot], times, decodes[slot].nearest);
-    if (!rendered.ok()) return rendered.status();
-    field.rendered = *rendered;
-    field.flip_pending = view.flip;
-  }
-  if (!steps_->pixel.empty()) {
-    const int64_t pixel_ns = times != nullptr ? NowNs() : 0;
-    // With several spatial fields a positional op moves them all.
-    absl::InlinedVector<SpatialImage, 1> spatial;
-    if (num_images > 1) {
-      for (int slot = 0; slot < num_images; ++slot) {
-        spatial.push_back({state.field(slot).rendered, decodes[slot].nearest,
-                           decodes[slot].fill});
+    absl::InlinedVector<uint8_t*, 1> into(instances);
+    absl::InlinedVector<ImageBuffer, 1> images(instances);
+    for (int g = 0; g < instances; ++g) {
+      // A uint8 HWC output is the rendered image itself: render into it.
+      if (ConverterOf(instance_views_[g], slot).is_passthrough()) {
+        into[g] = dst[output_of(g, slot)];
       }
     }
-    for (const PipelineSteps::Bound<PixelOp>& step : steps_->pixel) {
-      if (!step.op->flip_invariant()) {
-        // The flip is one for all fields: mirror each before the op.
-        for (ImageField& field : state.spatial()) {
-          if (!field.flip_pending) continue;
-          MirrorInPlace(field.rendered);
-          field.flip_pending = false;
-        }
+    if (absl::Status s =
+            RenderViews(state.views(), state.field(slot).decoder, into,
+                        absl::MakeSpan(buffers).subspan(
+                            static_cast<size_t>(slot) * instances, instances),
+                        absl::MakeSpan(images), times, decodes[slot].nearest);
+        !s.ok()) {
+      return s;
+    }
+    for (int g = 0; g < instances; ++g) {
+      state.rendered(g, slot) = {images[g], state.view(g).flip};
+    }
+  }
+  for (int g = 0; g < instances; ++g) {
+    const int v = instance_views_[g];
+    const PipelineSteps::View& view = steps_->views[v];
+    if (absl::Status s = RunPixelOps(view, decodes, state, g, rng_of(g), times);
+        !s.ok()) {
+      return s;
+    }
+    for (int slot = 0; slot < num_images; ++slot) {
+      const RenderedField& field = state.rendered(g, slot);
+      WriteRendered(field.image, field.flip_pending, ConverterOf(v, slot),
+                    dst[output_of(g, slot)], times);
+    }
+    if (!view.tensor.empty()) {
+      const int64_t tensor_ns = times != nullptr ? NowNs() : 0;
+      const View& geometry = state.view(g);
+      for (const PipelineSteps::Bound<TensorOp>& step : view.tensor) {
+        TensorRef out;
+        out.data = dst[output_of(g, step.slot)];
+        out.dtype = view.format.dtype;
+        out.layout = view.format.layout;
+        out.height = geometry.out_height;
+        out.width = geometry.out_width;
+        if (absl::Status s = step.op->Apply(out, rng_of(g)); !s.ok()) return s;
       }
-      const absl::Status s =
-          num_images > 1
-              ? step.op->Apply(PixelTargets(spatial, step.slot), rng)
-              : step.op->Apply(PixelTargets(state.field(0).rendered), rng);
-      if (!s.ok()) return s;
+      if (times != nullptr) times->augment_ns += NowNs() - tensor_ns;
     }
-    if (times != nullptr) times->augment_ns += NowNs() - pixel_ns;
-  }
-  for (int slot = 0; slot < num_images; ++slot) {
-    const ImageField& field = state.field(slot);
-    WriteRendered(field.rendered, field.flip_pending, ConverterOf(slot),
-                  dst[slot], times);
-  }
-  if (!steps_->tensor.empty()) {
-    const int64_t tensor_ns = times != nullptr ? NowNs() : 0;
-    const OutputFormat& format = converter_.format();
-    for (const PipelineSteps::Bound<TensorOp>& step : steps_->tensor) {
-      const TensorRef out{dst[step.slot],  format.dtype,   format.layout,
-                          view.out_height, view.out_width, 3};
-      if (absl::Status s = step.op->Apply(out, rng); !s.ok()) return s;
-    }
-    if (times != nullptr) times->augment_ns += NowNs() - tensor_ns;
   }
 
   if (!passthrough_.empty()) {
@@ -379,7 +498,7 @@ absl::Status BoundPipeline::RunBatch(absl::Span<uint8_t* const> tensors,
                      "pipeline has ", outputs_.size(), " outputs"));
   }
   const BatchOp& op = *steps_->batch;
-  const OutputFormat& format = converter_.format();
+  const OutputFormat& format = steps_->views[0].format;
   BatchImages batch;
   batch.image = {tensors[batch_->image_slot], format.dtype, format.layout,
                  batch_->height, batch_->width, 3};
@@ -391,60 +510,67 @@ absl::Status BoundPipeline::RunBatch(absl::Span<uint8_t* const> tensors,
 
 Pipeline::Pipeline(std::string name, std::vector<std::string> op_names,
                    std::shared_ptr<const PipelineSteps> steps,
-                   const OutputFormat& format, int out_height, int out_width,
                    int64_t max_decode_pixels)
     : name_(std::move(name)),
       op_names_(std::move(op_names)),
       steps_(std::move(steps)),
-      format_(format),
-      out_height_(out_height),
-      out_width_(out_width),
       max_decode_pixels_(max_decode_pixels) {}
 
-absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
-    std::string name, const std::vector<OpConfig>& configs,
-    int64_t max_decode_pixels) {
-  if (configs.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline '", name, "' has no ops; it must start with decode_image"));
-  }
-  auto steps = std::make_shared<PipelineSteps>();
-  std::vector<std::string> op_names;
-  OpKind previous = OpKind::kDecode;
+const OutputFormat& Pipeline::format() const { return steps_->views[0].format; }
+int Pipeline::out_height() const { return steps_->views[0].out_height; }
+int Pipeline::out_width() const { return steps_->views[0].out_width; }
+
+namespace {
+
+// Adds one list of a pipeline's config, `configs` from `section`, to
+// `steps`: a decode op or a fields op to the steps' own lists, any other
+// op to `view` (null for Section::kDecode), whose format and size it sets.
+// `first` is the flat index of configs[0] (Pipeline::Create).
+absl::Status AddOps(const std::string& pipeline, Section section,
+                    const std::vector<OpConfig>& configs, size_t first,
+                    PipelineSteps& steps, PipelineSteps::View* view,
+                    std::vector<std::string>& op_names) {
+  const std::string view_name = section == Section::kView ? view->name : "";
+  OpKind previous =
+      section == Section::kView ? OpKind::kFields : OpKind::kDecode;
+  // A view starts from the decoded image, whose size varies.
   SizeEffect size;
-  OutputFormat format;
+  if (section == Section::kView) size = {SizeEffect::kVaries};
   for (size_t i = 0; i < configs.size(); ++i) {
     const OpConfig& config = configs[i];
-    const std::string context = OpContext(name, i, config);
+    const size_t index = first + i;
+    const std::string context = OpContext(pipeline, view_name, i, config);
     const OpDef* def = OpRegistry::Global().Find(config.name);
     if (def == nullptr) {
       return OpError(
-          i, absl::StrCat(context, "unknown op; known ops: ",
-                          absl::StrJoin(OpRegistry::Global().Names(), ", ")));
+          index,
+          absl::StrCat(context, "unknown op; known ops: ",
+                       absl::StrJoin(OpRegistry::Global().Names(), ", ")));
     }
     absl::StatusOr<OpArgs> args = ResolveArgs(*def, config.args);
     if (!args.ok()) {
-      return OpError(i, absl::StrCat(context, args.status().message()));
+      return OpError(index, absl::StrCat(context, args.status().message()));
     }
     absl::StatusOr<AnyOp> op = def->factory(*args);
     if (!op.ok()) {
-      return OpError(i, absl::StrCat(context, op.status().message()));
+      return OpError(index, absl::StrCat(context, op.status().message()));
     }
     const OpKind kind = KindOf(*op);
     if (kind != def->kind) {
       // The registration and the op disagree: a bug, not a config mistake.
-      return OpError(i,
+      return OpError(index,
                      absl::StrCat(context, "registered as a ",
                                   std::string(OpKindName(def->kind)),
                                   " op, but its factory built a ",
                                   std::string(OpKindName(kind)), " op"),
                      absl::StatusCode::kInternal);
     }
-    if (const std::string problem =
-            OrderProblem(i, kind, previous, !steps->decodes.empty());
-        !problem.empty()) {
-      return OpError(i, absl::StrCat(context, problem));
+    std::string problem = SectionProblem(section, kind);
+    if (problem.empty()) {
+      problem = OrderProblem(section != Section::kView && i == 0, kind,
+                             previous, !steps.decodes.empty());
     }
+    if (!problem.empty()) return OpError(index, absl::StrCat(context, problem));
     previous = kind;
     // The spatial field a pixel or tensor op works on: one that a decode op
     // before it decodes (Register made these ops bind a field).
@@ -452,77 +578,168 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     if (kind == OpKind::kPixel || kind == OpKind::kTensor ||
         kind == OpKind::kBatch) {
       const std::string& field = *FindArg<std::string>(*args, kFieldArg);
-      slot = SlotOf(steps->decodes, field);
+      slot = SlotOf(steps.decodes, field);
       if (slot < 0) {
-        return OpError(i, absl::StrCat(context, "field '", field,
-                                       "' is not decoded by any decode op"));
+        return OpError(index, absl::StrCat(context, "field '", field,
+                                           "' is not decoded by any decode "
+                                           "op"));
       }
-      if (steps->decodes[slot].nearest) {
+      if (steps.decodes[slot].nearest) {
         return OpError(
-            i, absl::StrCat(context, "field '", field,
-                            "' is decoded with interpolation: nearest (class "
-                            "ids), which pixel and tensor ops do not work on; "
-                            "bind the op to an image field (a warp bound to "
-                            "the image moves the mask with it)"));
+            index,
+            absl::StrCat(context, "field '", field,
+                         "' is decoded with interpolation: nearest (class "
+                         "ids), which pixel and tensor ops do not work on; "
+                         "bind the op to an image field (a warp bound to "
+                         "the image moves the mask with it)"));
       }
     }
-    if (kind == OpKind::kBatch && steps->batch != nullptr) {
-      return OpError(i, absl::StrCat(context,
-                                     "a pipeline takes one batch op (both "
-                                     "would write the soft labels); use "
-                                     "mixup_cutmix for MixUp and CutMix"));
+    if (kind == OpKind::kBatch && steps.batch != nullptr) {
+      return OpError(index, absl::StrCat(context,
+                                         "a pipeline takes one batch op (both "
+                                         "would write the soft labels); use "
+                                         "mixup_cutmix for MixUp and CutMix"));
     }
+    // SectionProblem leaves only decode and fields ops to a null view.
     absl::Status status = std::visit(
         [&](auto& alternative) -> absl::Status {
           using T = std::decay_t<decltype(alternative)>;
           if constexpr (std::is_same_v<T, DecodeSpec>) {
-            if (SlotOf(steps->decodes, alternative.field) >= 0) {
+            if (SlotOf(steps.decodes, alternative.field) >= 0) {
               return absl::InvalidArgumentError(
                   absl::StrCat("field '", alternative.field,
                                "' is already decoded by an earlier decode op"));
             }
             size = {SizeEffect::kVaries};
-            steps->decodes.push_back(std::move(alternative));
+            steps.decodes.push_back(std::move(alternative));
           } else if constexpr (std::is_same_v<T, FieldSelection>) {
-            steps->selections.push_back({std::move(alternative), context});
+            steps.selections.push_back({std::move(alternative), context});
           } else if constexpr (std::is_same_v<T, std::unique_ptr<GeometryOp>>) {
             const SizeEffect effect = alternative->size_effect();
             if (effect.kind != SizeEffect::kKeeps) size = effect;
-            steps->geometry.push_back(std::move(alternative));
+            view->geometry.push_back(std::move(alternative));
           } else if constexpr (std::is_same_v<T, std::unique_ptr<PixelOp>>) {
-            steps->pixel.push_back({std::move(alternative), slot});
+            view->pixel.push_back({std::move(alternative), slot});
           } else if constexpr (std::is_same_v<T, std::unique_ptr<FormatOp>>) {
-            alternative->Apply(format);
+            alternative->Apply(view->format);
           } else if constexpr (std::is_same_v<T, std::unique_ptr<TensorOp>>) {
-            // Format ops come before tensor ops, so `format` is final here.
-            if (absl::Status s = alternative->Check(format); !s.ok()) return s;
-            steps->tensor.push_back({std::move(alternative), slot});
+            // Format ops come before tensor ops, so the format is final here.
+            if (absl::Status s = alternative->Check(view->format); !s.ok()) {
+              return s;
+            }
+            view->tensor.push_back({std::move(alternative), slot});
           } else {
-            if (absl::Status s = alternative->Check(format); !s.ok()) return s;
-            steps->batch = std::move(alternative);
-            steps->batch_slot = slot;
+            if (absl::Status s = alternative->Check(view->format); !s.ok()) {
+              return s;
+            }
+            steps.batch = std::move(alternative);
+            steps.batch_slot = slot;
           }
           return absl::OkStatus();
         },
         *op);
     if (!status.ok()) {
-      return OpError(i, absl::StrCat(context, status.message()));
+      return OpError(index, absl::StrCat(context, status.message()));
     }
-    op_names.push_back(config.name);
+    op_names.push_back(view_name.empty()
+                           ? config.name
+                           : absl::StrCat(view_name, ".", config.name));
   }
-  if (!steps->decodes.empty() && size.kind != SizeEffect::kFixes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline '", name,
-        "': the output size is not fixed; end the geometry ops with "
-        "random_resized_crop, center_crop or resize [h, w]"));
-  }
-  if (absl::Status s = PixelConverter::Check(format); !s.ok()) {
+  if (section == Section::kDecode) return absl::OkStatus();
+  const std::string where =
+      absl::StrCat("pipeline '", pipeline, "'",
+                   view_name.empty() ? std::string()
+                                     : absl::StrCat(", view '", view_name, "'"),
+                   ": ");
+  if (!steps.decodes.empty() && size.kind != SizeEffect::kFixes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pipeline '", name, "': ", s.message()));
+        absl::StrCat(where,
+                     "the output size is not fixed; end the geometry ops with "
+                     "random_resized_crop, center_crop or resize [h, w]"));
+  }
+  if (absl::Status s = PixelConverter::Check(view->format); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, s.message()));
+  }
+  view->out_height = size.height;
+  view->out_width = size.width;
+  return absl::OkStatus();
+}
+
+// Empty if `view` is a name views may have, else why not.
+std::string ViewNameProblem(const std::string& view) {
+  bool ok = !view.empty();
+  for (char c : view) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '-') ok = false;
+  }
+  return ok ? "" : "a view's name takes letters, digits, '_' and '-'";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
+    std::string name, const std::vector<OpConfig>& ops,
+    int64_t max_decode_pixels) {
+  return Create(std::move(name), PipelineConfig{ops, {}}, max_decode_pixels);
+}
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
+    std::string name, const PipelineConfig& config, int64_t max_decode_pixels) {
+  auto steps = std::make_shared<PipelineSteps>();
+  std::vector<std::string> op_names;
+  if (config.views.empty()) {
+    if (config.ops.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline '", name, "' has no ops; it must start with decode_image"));
+    }
+    steps->views.emplace_back();
+    if (absl::Status s = AddOps(name, Section::kList, config.ops, 0, *steps,
+                                &steps->views[0], op_names);
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    if (config.views.size() > kMaxViews) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline '", name, "' has ", config.views.size(),
+                       " views; at most ", kMaxViews));
+    }
+    const std::vector<OpConfig> decode =
+        config.ops.empty() ? std::vector<OpConfig>{{"decode_image", {}, 0}}
+                           : config.ops;
+    if (absl::Status s = AddOps(name, Section::kDecode, decode, 0, *steps,
+                                nullptr, op_names);
+        !s.ok()) {
+      return s;
+    }
+    size_t first = config.ops.size();
+    for (const ViewConfig& view : config.views) {
+      const std::string where = absl::StrCat(
+          "pipeline '", name, "': view '", view.name, "'",
+          view.line > 0 ? absl::StrCat(" (line ", view.line, ")") : "", ": ");
+      std::string problem = ViewNameProblem(view.name);
+      for (const PipelineSteps::View& earlier : steps->views) {
+        if (earlier.name == view.name) problem = "a view of that name is above";
+      }
+      if (view.count < 1 || view.count > kMaxViewCount) {
+        problem = absl::StrCat("count ", view.count, " is outside 1..",
+                               kMaxViewCount);
+      }
+      if (!problem.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, problem));
+      }
+      PipelineSteps::View& steps_view = steps->views.emplace_back();
+      steps_view.name = view.name;
+      steps_view.count = view.count;
+      if (absl::Status s = AddOps(name, Section::kView, view.ops, first, *steps,
+                                  &steps_view, op_names);
+          !s.ok()) {
+        return s;
+      }
+      first += view.ops.size();
+    }
   }
   return absl::WrapUnique(new Pipeline(std::move(name), std::move(op_names),
-                                       std::move(steps), format, size.height,
-                                       size.width, max_decode_pixels));
+                                       std::move(steps), max_decode_pixels));
 }
 
 absl::StatusOr<BatchBinding> Pipeline::BindBatch(
@@ -592,10 +809,22 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     }
     image_fields.push_back(index);
     bound[index] = true;
-    const OutputFormat format = FieldFormat(format_, decode);
-    slots.push_back(tensor::OutputSlot::Dense(
-        {decode.field, format.dtype,
-         ImageShape(format, out_height_, out_width_)}));
+  }
+  // Instance-major: instance g's decode s writes output g * decodes + s.
+  for (const PipelineSteps::View& view : steps_->views) {
+    for (int k = 0; k < view.count; ++k) {
+      std::string prefix;
+      if (!view.name.empty()) {
+        prefix = view.count == 1 ? absl::StrCat(view.name, ".")
+                                 : absl::StrCat(view.name, ".", k, ".");
+      }
+      for (const DecodeSpec& decode : steps_->decodes) {
+        const OutputFormat format = FieldFormat(view.format, decode);
+        slots.push_back(tensor::OutputSlot::Dense(
+            {prefix + decode.field, format.dtype,
+             ImageShape(format, view.out_height, view.out_width)}));
+      }
+    }
   }
   std::vector<PassthroughField> passthrough;
   if (absl::Status s = BindPassthrough(schema, bound, steps_->selections,
@@ -609,15 +838,14 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
         BindBatch(schema, steps_->batch->soft_labels(), &slots);
     if (!binding.ok()) return binding.status();
     batch = *binding;
-    // Decode i writes output i (the loop above).
+    // Decode i writes output i (the loop above; a batch op has one view).
     batch->image_slot = static_cast<size_t>(steps_->batch_slot);
-    batch->height = out_height_;
-    batch->width = out_width_;
+    batch->height = out_height();
+    batch->width = out_width();
   }
   return absl::WrapUnique(new BoundPipeline(
-      steps_, format_, max_decode_pixels_, schema.size(),
-      std::move(image_fields), std::move(passthrough), std::move(slots),
-      batch));
+      steps_, max_decode_pixels_, schema.size(), std::move(image_fields),
+      std::move(passthrough), std::move(slots), batch));
 }
 
 }  // namespace stoker::pipeline

@@ -19,12 +19,22 @@
 // conversion reads from anyway. The view's flip is applied as the image is
 // written, unless a pixel op that does not commute with it comes first.
 //
+// A pipeline with views (docs/pipeline-design.md §4.4) runs that for each
+// instance of each view, each with its own View and generator, after its
+// shared decode ops; the image is decoded once for all of them
+// (RenderViews).
+//
 // Example config and outputs:
 //   train: [decode_jpeg, {random_resized_crop: {size: 224}}, random_flip,
 //           {normalize: {mean: [...], std: [...]}}, {layout: chw}]
 //   schema (image: image, label: int64, tokens: ndarray int32 [-1])
 //   -> outputs image float32 [3, 224, 224], label int64 [],
 //      tokens int32 [-1] (ragged values), tokens.offsets int64.
+//   dino: {decode: [decode_image],
+//          views: {global: {count: 2, ops: [{random_resized_crop: ...}]},
+//                  local: {count: 6, ops: [...]}}}
+//   -> global.0.image, global.1.image, local.0.image ... local.5.image,
+//      then label.
 //
 // Thread-safety: Pipeline and BoundPipeline are immutable after creation;
 // Bind and Run may be called from many threads at once.
@@ -72,6 +82,29 @@ struct OpConfig {
   int line = 0;
 };
 
+// The most instances one view may have, and views one pipeline.
+inline constexpr int kMaxViewCount = 64;
+inline constexpr size_t kMaxViews = 16;
+
+// One view of a pipeline with views: `count` instances of `ops`, each
+// drawing its own random choices. Its outputs are "<name>.<field>", or
+// "<name>.<k>.<field>" (k from 0) when count > 1.
+struct ViewConfig {
+  std::string name;  // Letters, digits, '_' and '-'.
+  int count = 1;
+  std::vector<OpConfig> ops;
+  int line = 0;
+};
+
+// A pipeline as the config gives it. The list form has `ops` only: one
+// unnamed view of one instance, whose outputs are named after their fields.
+// The map form has views, and `ops` holds its decode and fields ops, shared
+// by every view (decode_image when empty).
+struct PipelineConfig {
+  std::vector<OpConfig> ops;
+  std::vector<ViewConfig> views;
+};
+
 // One field of a dataset's records, in record order, as the pipeline layer
 // sees it; service::InputSchema converts a manifest's fields, so that
 // pipeline/ never sees dataset/. Every value is little-endian.
@@ -111,8 +144,9 @@ class BoundPipeline {
 
   // Per sample: each decoded image, in decode op order and named after its
   // field (a nearest field as uint8 in the pipeline's layout, whatever
-  // normalize says), then each pass-through field in schema order (ragged
-  // ones as values, then "<name>.offsets").
+  // normalize says), once per view instance (in view order, then instance
+  // order, each named as ViewConfig says), then each pass-through field in
+  // schema order (ragged ones as values, then "<name>.offsets").
   const std::vector<tensor::TensorSpec>& outputs() const { return outputs_; }
   // The outputs with what each takes in a batch (service::BatchLayout).
   const std::vector<tensor::OutputSlot>& slots() const { return slots_; }
@@ -147,8 +181,8 @@ class BoundPipeline {
   friend class Pipeline;
 
   BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
-                const OutputFormat& format, int64_t max_decode_pixels,
-                size_t num_fields, std::vector<size_t> image_fields,
+                int64_t max_decode_pixels, size_t num_fields,
+                std::vector<size_t> image_fields,
                 std::vector<PassthroughField> passthrough,
                 std::vector<tensor::OutputSlot> slots,
                 std::optional<BatchBinding> batch);
@@ -159,11 +193,16 @@ class BoundPipeline {
   // Shared with the Pipeline, so that a bound pipeline stays valid when
   // the config that made it is reloaded and the Pipeline destroyed.
   const std::shared_ptr<const PipelineSteps> steps_;
-  // The image fields' converter; the nearest fields' (uint8, same layout).
-  const PixelConverter& ConverterOf(int slot) const;
+  // A view's converters: of its images, and of its nearest fields (uint8,
+  // same layout).
+  struct Converters {
+    PixelConverter image, ids;
+  };
+  const PixelConverter& ConverterOf(int view, int slot) const;
 
-  const PixelConverter converter_;
-  const PixelConverter ids_converter_;
+  const std::vector<Converters> converters_;  // One per view.
+  // The view of each instance, in output order.
+  const std::vector<int> instance_views_;
   const int64_t max_decode_pixels_;
   const size_t num_fields_;
   // The record field of each decoded image, in decode op order.
@@ -191,17 +230,31 @@ class Pipeline {
   // height, read from its header; limits.max_decode_pixels) is DataLoss. An
   // error that one op causes carries that op's index in `ops` (see
   // FailedOpIndex), so the config loader can point at the op.
+  //
+  // With views, `config.ops` takes decode and fields ops only, and each
+  // view geometry, pixel, format and tensor ops, in that order, ending in a
+  // fixed size; batch ops need the list form. Op indices (FailedOpIndex)
+  // count config.ops first, then each view's ops in order. A view name
+  // that is empty, repeated or has characters other than letters, digits,
+  // '_' and '-', a count outside 1..kMaxViewCount, or more than kMaxViews
+  // views is InvalidArgument.
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
+      std::string name, const PipelineConfig& config,
+      int64_t max_decode_pixels = kDefaultMaxDecodePixels);
+  // The list form.
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
       std::string name, const std::vector<OpConfig>& ops,
       int64_t max_decode_pixels = kDefaultMaxDecodePixels);
 
   const std::string& name() const { return name_; }
+  // The op names in config order; a view's as "<view>.<op>".
   std::vector<std::string> op_names() const { return op_names_; }
 
-  // The image output's format and size (0 x 0 without a decode op).
-  const OutputFormat& format() const { return format_; }
-  int out_height() const { return out_height_; }
-  int out_width() const { return out_width_; }
+  // The image output's format and size (0 x 0 without a decode op); of the
+  // first view in a pipeline with views.
+  const OutputFormat& format() const;
+  int out_height() const;
+  int out_width() const;
 
   // Applies the pipeline to records of `schema`; the image is the spatial
   // field that decode_image names ("image" by default); every other field
@@ -229,14 +282,11 @@ class Pipeline {
 
   Pipeline(std::string name, std::vector<std::string> op_names,
            std::shared_ptr<const PipelineSteps> steps,
-           const OutputFormat& format, int out_height, int out_width,
            int64_t max_decode_pixels);
 
   const std::string name_;
   const std::vector<std::string> op_names_;
   const std::shared_ptr<const PipelineSteps> steps_;
-  const OutputFormat format_;
-  const int out_height_, out_width_;
   const int64_t max_decode_pixels_;
 };
 

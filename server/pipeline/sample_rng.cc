@@ -25,11 +25,24 @@ SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_id,
 SampleRng::SampleRng(Subkeyed, uint64_t seed, uint64_t epoch, uint64_t id,
                      uint64_t subkey) {
   // Each key part goes through its own mix before it is folded in, so that
-  // nearby (epoch, sample_id) pairs land on unrelated streams. A subkey of
-  // 0 adds nothing, so sample generators keep the streams they had.
+  // nearby (epoch, sample_id) pairs land on unrelated streams.
   uint64_t key = Mix64(seed + kGolden);
   key = Mix64(key ^ Mix64(epoch + 2 * kGolden));
   key = Mix64(key ^ Mix64(id + 3 * kGolden));
+  Seed(key, subkey);
+}
+
+SampleRng::SampleRng(const SampleRng& sample, uint32_t instance) {
+  Seed(sample.base_,
+       (sample.subkey_ & 0xffffffffULL) | (uint64_t{instance} << 32));
+}
+
+void SampleRng::Seed(uint64_t base, uint64_t subkey) {
+  base_ = base;
+  subkey_ = subkey;
+  // A subkey of 0 adds nothing, so sample generators keep the streams they
+  // had before reps and views existed.
+  uint64_t key = base;
   if (subkey != 0) key = Mix64(key ^ Mix64(subkey + 4 * kGolden));
   for (uint64_t& word : state_) {
     key += kGolden;

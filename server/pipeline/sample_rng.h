@@ -1,8 +1,9 @@
 // SampleRng: the random generator one sample's augmentations draw from.
 //
-// Its stream is a pure function of (seed, epoch, sample_id, rep), so every
-// random choice made for a sample is reproducible whatever the worker count, thread
-// timing or restart. The engine is xoshiro256** seeded through SplitMix64.
+// Its stream is a pure function of (seed, epoch, sample_id, rep) and, in a
+// multi-view pipeline, the view instance, so every random choice made for a
+// sample is reproducible whatever the worker count, thread timing or
+// restart. The engine is xoshiro256** seeded through SplitMix64.
 // ForBatch gives the generator of a whole batch's choices (MixUp's lambda,
 // CutMix's box), a pure function of (seed, epoch, step, rank) on a stream
 // no sample's generator can share.
@@ -29,6 +30,14 @@ class SampleRng {
   // sample's generator (docs/pipeline-design.md §5).
   static SampleRng ForBatch(uint64_t seed, uint64_t epoch, uint64_t step,
                             uint32_t rank);
+
+  // The generator of view instance `instance` of the sample whose
+  // instance-0 generator `sample` is (docs/pipeline-design.md §4.4): the
+  // key of `sample` with the instance beside its rep, so instances draw
+  // independent streams and instance 0 is `sample`'s own. Reads only the
+  // key, not how far `sample` has drawn. REQUIRES: `sample` is a sample's
+  // generator, not ForBatch's; instance < 2^31.
+  SampleRng(const SampleRng& sample, uint32_t instance);
 
   SampleRng(const SampleRng&) = delete;
   SampleRng& operator=(const SampleRng&) = delete;
@@ -63,14 +72,19 @@ class SampleRng {
 
  private:
   // The key (seed, epoch, id, subkey); a subkey of 0 adds nothing. A rep
-  // is a subkey below 2^32; a batch's has bit 63.
+  // is the subkey's low 32 bits, a view instance bits 32 to 62; a batch's
+  // subkey has bit 63.
   struct Subkeyed {};
   SampleRng(Subkeyed, uint64_t seed, uint64_t epoch, uint64_t id,
             uint64_t subkey);
+  // Seeds the state from (seed, epoch, id) mixed into `base` and `subkey`.
+  void Seed(uint64_t base, uint64_t subkey);
 
   // log(X) for X ~ Gamma(alpha, 1).
   double LogGamma(double alpha);
 
+  uint64_t base_ = 0;  // (seed, epoch, id) mixed, before the subkey.
+  uint64_t subkey_ = 0;
   uint64_t state_[4];
 };
 

@@ -1,8 +1,10 @@
 // SampleState: what one sample's ops work on while BoundPipeline::Run runs
-// them. It holds one View, which every geometry op edits and every spatial
-// field shares (so a crop or a flip is one random choice for all of them),
-// and per spatial field its encoded bytes, its decoder and, once rendered,
-// its output-size image.
+// them. Per view instance (one, unless the pipeline has views:
+// docs/pipeline-design.md §4.4) it holds one View, which that instance's
+// geometry ops edit and every spatial field shares (so a crop or a flip is
+// one random choice for all of them); per spatial field the encoded bytes
+// and decoder, which every instance shares; and per instance and field,
+// once rendered, the output-size image.
 //
 // Thread-safety: not thread-safe; one per sample, on the worker's stack.
 #ifndef STOKER_SERVER_PIPELINE_SAMPLE_STATE_H_
@@ -23,29 +25,45 @@ struct ImageField {
   std::string_view encoded;  // Borrowed for the sample's run.
   // Has read `encoded`'s header; owned by the sample's DecoderSet.
   ImageDecoder* decoder = nullptr;
-  // After render: the view at its output size, uint8 HWC, not yet mirrored
-  // when flip_pending (the converter mirrors it as it writes the output).
-  // In the batch buffer itself or in the sample's render buffers.
-  ImageBuffer rendered;
+};
+
+// One spatial field of one view instance, after render: the view at its
+// output size, uint8 HWC, not yet mirrored when flip_pending (the converter
+// mirrors it as it writes the output). In the batch buffer itself or in
+// the sample's render buffers.
+struct RenderedField {
+  ImageBuffer image;
   bool flip_pending = false;
 };
 
 class SampleState {
  public:
-  // Slots for `spatial_fields` fields, as the pipeline was bound.
-  explicit SampleState(int spatial_fields) : fields_(spatial_fields) {}
+  // Slots for `spatial_fields` fields of `instances` view instances, as the
+  // pipeline was bound.
+  SampleState(int spatial_fields, int instances)
+      : instances_(instances),
+        views_(instances),
+        fields_(spatial_fields),
+        rendered_(static_cast<size_t>(spatial_fields) * instances) {}
 
   SampleState(const SampleState&) = delete;
   SampleState& operator=(const SampleState&) = delete;
 
-  View& view() { return view_; }
+  View& view(int instance) { return views_[instance]; }
+  absl::Span<const View> views() const { return views_; }
   ImageField& field(int slot) { return fields_[slot]; }
-  absl::Span<ImageField> spatial() { return absl::MakeSpan(fields_); }
+  // Field `slot` of `instance`; the instances of one field are adjacent,
+  // as RenderViews writes them.
+  RenderedField& rendered(int instance, int slot) {
+    return rendered_[static_cast<size_t>(slot) * instances_ + instance];
+  }
 
  private:
-  View view_;
-  // One image per sample is the common case; it stays on the stack.
+  const int instances_;
+  // One instance with one image is the common case; it stays on the stack.
+  absl::InlinedVector<View, 1> views_;
   absl::InlinedVector<ImageField, 2> fields_;
+  absl::InlinedVector<RenderedField, 2> rendered_;
 };
 
 }  // namespace stoker::pipeline

@@ -225,8 +225,11 @@ datasets: {d: {path: $D}}
 pipelines:
   train: {decode_jpeg: {}}
 )"),
-            "stoker.yaml:5:10: pipeline 'train' is a map; expected a list of "
-            "ops like [decode_jpeg, center_crop: {size: 224}]");
+            "stoker.yaml:5:10: pipeline 'train' is a map without views; "
+            "expected a list of ops like [decode_jpeg, center_crop: {size: "
+            "224}], or {decode: [decode_image], views: {global: {count: 2, "
+            "ops: [{random_resized_crop: {size: 224}}]}, local: {count: 6, "
+            "ops: [...]}}}");
 }
 
 TEST_F(ConfigErrorTest, PipelineWithoutOpsIsRejected) {
@@ -455,6 +458,69 @@ pipelines:
                           {{"$D", (dir_.path() / "d").string()}}),
       "stoker.yaml");
   EXPECT_TRUE(cutmix_only.ok()) << cutmix_only.status();
+}
+
+TEST_F(ConfigErrorTest, AnOpInAViewIsReportedAtItsLine) {
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  dino:
+    decode: [decode_image]
+    views:
+      global: [{random_resized_crop: {size: 224}}]
+      local:
+        count: 6
+        ops:
+          - random_resized_crop: {size: 96}
+          - drop_fields: {value: [label]}
+)"),
+              StartsWith("stoker.yaml:13:13: pipeline 'dino': view 'local': "
+                         "op[1] 'drop_fields' (line 13): decode and fields "
+                         "ops go in the pipeline's decode list"));
+}
+
+TEST_F(ConfigErrorTest, AViewOfTheWrongShapeIsRejected) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  dino:
+    views:
+      local: {count: 6}
+)"),
+            "stoker.yaml:7:14: pipeline 'dino', view 'local' has no ops; "
+            "expected {count: N, ops: [...]} or a list of ops");
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  dino:
+    views:
+      local: {count: 6, opps: [resize: {size: [9, 9]}]}
+)"),
+              StartsWith("stoker.yaml:7:25: unknown key 'opps' in view "
+                         "'local' (did you mean 'ops'?)"));
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  dino:
+    decode: [decode_image]
+    view: {}
+)"),
+              StartsWith("stoker.yaml:7:5: unknown key 'view' in pipeline "
+                         "'dino' (did you mean 'views'?)"));
+  EXPECT_THAT(Error(R"(
+listen: {unix: s.sock}
+datasets: {d: {path: $D}}
+pipelines:
+  dino:
+    views:
+      local: {count: 65, ops: [resize: {size: [9, 9]}]}
+)"),
+              HasSubstr("pipeline 'dino': view 'local' (line 7): count 65 "
+                        "is outside 1..64"));
 }
 
 }  // namespace

@@ -242,6 +242,34 @@ pipelines:
   EXPECT_TRUE(ops[2].args.empty());
 }
 
+TEST_F(ConfigLoaderTest, APipelineWithViewsKeepsItsDecodeListAndViews) {
+  dir_.MakeDir("data");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: $DIR/stoker.sock}
+datasets: {d: {path: $DIR/data}}
+pipelines:
+  dino:
+    decode: [decode_image]
+    views:
+      global: {count: 2, ops: [{random_resized_crop: {size: 224}}]}
+      local: [{random_resized_crop: {size: 96}}, random_flip]
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const PipelineOptions& dino = options->pipelines[0];
+  ASSERT_EQ(dino.ops.size(), 1u);
+  EXPECT_EQ(dino.ops[0].name, "decode_image");
+  ASSERT_EQ(dino.views.size(), 2u);
+  EXPECT_EQ(dino.views[0].name, "global");
+  EXPECT_EQ(dino.views[0].count, 2);
+  EXPECT_EQ(dino.views[0].line, 8);
+  ASSERT_EQ(dino.views[0].ops.size(), 1u);
+  EXPECT_EQ(dino.views[0].ops[0].line, 8);
+  EXPECT_EQ(dino.views[1].name, "local");
+  EXPECT_EQ(dino.views[1].count, 1);
+  ASSERT_EQ(dino.views[1].ops.size(), 2u);
+  EXPECT_EQ(dino.views[1].ops[1].name, "random_flip");
+}
+
 TEST_F(ConfigLoaderTest, IntegersAreAcceptedWhereNumbersAreExpected) {
   dir_.MakeDir("d");
   const absl::StatusOr<ServerOptions> options = Load(R"(

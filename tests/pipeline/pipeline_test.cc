@@ -150,7 +150,7 @@ TEST(PipelineCreateTest, RejectsOpsOutOfOrder) {
                        AllOf(HasSubstr("op[3] 'random_flip'"),
                              HasSubstr("before normalize and layout"))));
   EXPECT_THAT(
-      Pipeline::Create("p", {}),
+      Pipeline::Create("p", std::vector<OpConfig>{}),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no ops")));
 }
 

@@ -61,6 +61,27 @@ TEST(SampleRngTest, RepZeroIsTheOldStreamAndEachRepItsOwn) {
   EXPECT_NE(SampleRng(1, 2, 3, 1).Next(), SampleRng(1, 2, 4).Next());
 }
 
+TEST(SampleRngTest, ViewInstancesAreStreamsOfTheirOwnAndKeepTheRep) {
+  SampleRng sample(1, 2, 3, 2);
+  SampleRng instance0(sample, 0);
+  SampleRng same(1, 2, 3, 2);
+  // Instance 0 is the sample's own stream, however far `sample` has drawn.
+  sample.Next();
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(instance0.Next(), same.Next());
+  std::set<uint64_t> firsts;
+  for (uint32_t rep : {0u, 1u, 2u}) {
+    SampleRng of_rep(1, 2, 3, rep);
+    for (uint32_t instance = 0; instance < 16; ++instance) {
+      firsts.insert(SampleRng(of_rep, instance).Next());
+    }
+  }
+  EXPECT_EQ(firsts.size(), 48u);
+  // An instance does not alias another rep or sample.
+  SampleRng rep0(1, 2, 3);
+  EXPECT_NE(SampleRng(rep0, 1).Next(), SampleRng(1, 2, 3, 1).Next());
+  EXPECT_NE(SampleRng(rep0, 1).Next(), SampleRng(1, 2, 4).Next());
+}
+
 TEST(SampleRngTest, UniformStaysInRangeWithTheRightMean) {
   SampleRng rng(9, 0, 0);
   double sum = 0;

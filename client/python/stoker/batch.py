@@ -91,6 +91,23 @@ def pair_ragged(arrays: Dict[str, Array],
     return out
 
 
+def view_instances(tensors: Mapping[str, Any], view: str,
+                   field: str = "image") -> List[Any]:
+    """The tensors of `field` in each instance of `view` of a pipeline with
+    views, in instance order: ``<view>.<k>.<field>`` for k = 0, 1, ..., or
+    ``[<view>.<field>]`` for a view of one instance. KeyError naming the
+    view and the tensors there are when it has none."""
+    if f"{view}.{field}" in tensors:
+        return [tensors[f"{view}.{field}"]]
+    found = []
+    while f"{view}.{len(found)}.{field}" in tensors:
+        found.append(tensors[f"{view}.{len(found)}.{field}"])
+    if not found:
+        raise KeyError(f"no view '{view}' with field '{field}'; the batch "
+                       f"has {', '.join(tensors)}")
+    return found
+
+
 class Batch(Mapping[str, Field]):
     """A read-only mapping of tensor name to numpy array, batch dimension
     first: ``batch["image"]``, ``batch["label"]``; a ragged field (a
@@ -176,6 +193,11 @@ class Batch(Mapping[str, Field]):
     def position(self) -> Tuple[int, int]:
         """The (epoch, step) of this batch."""
         return (self.epoch, self.step)
+
+    def view(self, name: str, field: str = "image") -> List[Field]:
+        """The arrays of `field` in each instance of view `name` (a
+        pipeline with views), in order; see view_instances."""
+        return view_instances(self._arrays, name, field)
 
     def __repr__(self) -> str:
         tensors = ", ".join(

@@ -84,7 +84,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 import torch
 
 from . import sampling
-from .batch import Array, Batch, Ragged
+from .batch import Array, Batch, Ragged, view_instances
 from .client import Client
 from .request import Position, StreamRequest, check_int
 from .stream import Stream
@@ -120,6 +120,12 @@ class TensorBatch(Dict[str, torch.Tensor]):
     def position(self) -> Tuple[int, int]:
         """The (epoch, step) of this batch."""
         return (self.epoch, self.step)
+
+    def view(self, name: str, field: str = "image") -> List[torch.Tensor]:
+        """The tensors of `field` in each instance of view `name` (a
+        pipeline with views), in order: DINO's global crops are
+        ``batch.view("global")``."""
+        return view_instances(self, name, field)
 
 
 # Whether torch.from_numpy still warns about read-only arrays here; see
