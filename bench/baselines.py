@@ -4,7 +4,11 @@
   baselines.py dataloader ROOT --pipelines train,val --epochs 2 --batch-size 64
                                 --workers 2 --warmup-batches 3 --seed 1
       A torchvision ImageFolder read by a PyTorch DataLoader with the same
-      augmentations as Stoker's `train`, `val` and `raw` pipelines. For each pipeline:
+      augmentations as Stoker's `train`, `val`, `raw`, `recipe` and `dino`
+      pipelines (recipe: torchvision's ResNet-50 recipe of 80.8% top-1, per
+      sample as references/classification/presets.py and MixUp/CutMix per
+      collated batch; dino: DINO's DataAugmentationDINO, two global and
+      eight local crops, in torchvision transforms). For each pipeline:
       a warmup of a few batches (a loader of its own, then shut down), then the
       measured epochs, each one a new iterator (persistent_workers=False, so
       the workers start again every epoch, as they do by default).
@@ -54,7 +58,82 @@ def image_files(root, exts=JPEG_EXTS):
 
 # ---------------------------------------------------------------- dataloader
 
+# The recipes' parameters, which bench/run's Stoker pipelines repeat.
+RECIPE_CROP, RECIPE_ERASE, MIXUP_ALPHA, CUTMIX_ALPHA = 176, 0.1, 0.2, 1.0
+DINO_GLOBAL, DINO_LOCAL, DINO_LOCAL_CROPS = 224, 96, 8
+
+
+def dino_transform():
+    """DINO's DataAugmentationDINO (facebookresearch/dino, main_dino.py)
+    with torchvision's GaussianBlur and RandomSolarize for its PIL ones:
+    a list of 2 + DINO_LOCAL_CROPS tensors per sample."""
+    from torchvision import transforms as T
+    bicubic = T.InterpolationMode.BICUBIC
+
+    def jitter():
+        return [T.RandomHorizontalFlip(),
+                T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
+                T.RandomGrayscale(p=0.2)]
+
+    def blur(kernel, p):
+        return T.RandomApply([T.GaussianBlur(kernel, (0.1, 2.0))], p=p)
+
+    tail = [T.ToTensor(), T.Normalize(MEAN, STD)]
+    global1 = T.Compose([T.RandomResizedCrop(DINO_GLOBAL, (0.4, 1.0),
+                                             interpolation=bicubic),
+                         *jitter(), blur(23, 1.0), *tail])
+    global2 = T.Compose([T.RandomResizedCrop(DINO_GLOBAL, (0.4, 1.0),
+                                             interpolation=bicubic),
+                         *jitter(), blur(23, 0.1),
+                         T.RandomSolarize(128, p=0.2), *tail])
+    local = T.Compose([T.RandomResizedCrop(DINO_LOCAL, (0.05, 0.4),
+                                           interpolation=bicubic),
+                       *jitter(), blur(9, 0.5), *tail])
+
+    def crops(image):
+        return ([global1(image), global2(image)] +
+                [local(image) for _ in range(DINO_LOCAL_CROPS)])
+    return crops
+
+
+class MixupCutmix:
+    """The recipe's per-batch step, as torchvision's classification
+    reference runs it in its collate_fn (RandomChoice of RandomMixup
+    alpha 0.2 and RandomCutmix alpha 1.0, each with p = 1): collates, then
+    mixes the batch with itself rolled by one, and returns soft labels."""
+
+    def __init__(self, num_classes):
+        self.num_classes = num_classes
+
+    def __call__(self, samples):
+        import random
+
+        import torch
+        from torch.utils.data import default_collate
+        images, labels = default_collate(samples)
+        soft = torch.nn.functional.one_hot(labels, self.num_classes).to(
+            images.dtype)
+        cutmix = random.random() < 0.5
+        alpha = CUTMIX_ALPHA if cutmix else MIXUP_ALPHA
+        lam = float(torch.distributions.Beta(alpha, alpha).sample())
+        rolled = images.roll(1, 0)
+        if cutmix:
+            h, w = images.shape[-2:]
+            cy, cx = random.randrange(h), random.randrange(w)
+            half_h = int(h * (1.0 - lam) ** 0.5) // 2
+            half_w = int(w * (1.0 - lam) ** 0.5) // 2
+            y0, y1 = max(cy - half_h, 0), min(cy + half_h, h)
+            x0, x1 = max(cx - half_w, 0), min(cx + half_w, w)
+            images[..., y0:y1, x0:x1] = rolled[..., y0:y1, x0:x1]
+            lam = 1.0 - (y1 - y0) * (x1 - x0) / (h * w)
+        else:
+            images = images.mul_(lam).add_(rolled, alpha=1.0 - lam)
+        soft = soft.mul_(lam).add_(soft.roll(1, 0), alpha=1.0 - lam)
+        return images, soft
+
+
 def transforms_for(pipeline):
+    import torch
     from torchvision import transforms as T
     if pipeline == "train":
         return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
@@ -65,6 +144,19 @@ def transforms_for(pipeline):
     if pipeline == "raw":
         # uint8 CHW, as Stoker's raw pipeline (normalizing is left to the GPU).
         return T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+    if pipeline == "recipe":
+        # presets.py's ClassificationPresetTrain with auto_augment ta_wide,
+        # random_erase 0.1, crop 176, bilinear.
+        bilinear = T.InterpolationMode.BILINEAR
+        return T.Compose([T.RandomResizedCrop(RECIPE_CROP,
+                                              interpolation=bilinear),
+                          T.RandomHorizontalFlip(),
+                          T.TrivialAugmentWide(interpolation=bilinear),
+                          T.PILToTensor(), T.ConvertImageDtype(torch.float),
+                          T.Normalize(MEAN, STD),
+                          T.RandomErasing(p=RECIPE_ERASE)])
+    if pipeline == "dino":
+        return dino_transform()
     raise SystemExit(f"baselines.py: unknown pipeline {pipeline!r}")
 
 
@@ -78,11 +170,14 @@ def run_dataloader_pipeline(args, pipeline):
     generator = torch.Generator()
     generator.manual_seed(args.seed)
 
+    collate = (MixupCutmix(len(dataset.classes)) if pipeline == "recipe"
+               else None)
+
     def make_loader():
         return DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                           num_workers=args.workers, pin_memory=True,
                           persistent_workers=False, drop_last=False,
-                          generator=generator)
+                          generator=generator, collate_fn=collate)
 
     # Warmup: page cache, imports in the workers' parent, allocator. A loader
     # of its own, shut down before the measured part.
@@ -103,6 +198,8 @@ def run_dataloader_pipeline(args, pipeline):
         epoch_start = time.perf_counter()
         first = True
         for images, labels in loader:
+            if isinstance(images, list):  # dino: one tensor per crop.
+                crops, images = images, images[0]
             now = time.perf_counter()
             if first:
                 epoch_first_batch_seconds.append(now - epoch_start)
@@ -132,6 +229,7 @@ def run_dataloader_pipeline(args, pipeline):
         "main_cpu_seconds": main_cpu,
         "worker_cpu_seconds": worker_cpu,
         "batch_shape": list(images.shape) if batches else None,
+        "crops": len(crops) if pipeline == "dino" and batches else 1,
         "batch_dtype": str(images.dtype) if batches else None,
     }
 

@@ -103,7 +103,7 @@ def main():
                 next_seconds.append(time.perf_counter() - asked)
                 if first is None:
                     first = time.perf_counter() - t0
-                samples += batch["image"].shape[0]
+                samples += len(batch.sample_ids)
                 if not nbytes:  # Per sample, once: the rest is as a trainer's.
                     nbytes = sum(t.element_size() * t.nelement()
                                  for t in batch.values()) // samples

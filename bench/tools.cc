@@ -1,4 +1,5 @@
-// stoker_bench: the C++ parts of bench/run, one binary with three commands.
+// stoker_bench: the C++ parts of bench/run, bench/formats and bench/ops, one
+// binary with four commands.
 // Each prints one JSON object on stdout.
 //
 //   stoker_bench decode DIR --threads N [--decoder turbojpeg|stoker]
@@ -17,6 +18,9 @@
 //       else (a trainer does not hash its batches). --digest adds the XXH3
 //       content digest of every tensor byte, as `stoker stream` reports it,
 //       for checks.
+//   stoker_bench ops --image FILE --width W --height H [--seconds S]
+//       Each pixel and tensor op of today's recipes timed alone on one
+//       W x H RGB image (op_costs.h); bench/ops runs torchvision's beside it.
 //
 // CPU seconds are this process's getrusage(RUSAGE_SELF) over the measured
 // part: for consume, from before connecting to the end of the stream. Closing
@@ -41,6 +45,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
+#include "bench/op_costs.h"
 #include "nlohmann/json.hpp"
 #include "server/pipeline/decoders/decoder_set.h"
 #include "stoker/client.h"
@@ -299,8 +304,10 @@ int Consume(const ConsumeFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("stoker_bench: decode-only limit, memcpy bandwidth and a "
-               "non-hashing C++ consumer for bench/run");
+  CLI::App app(
+      "stoker_bench: decode-only limit, memcpy bandwidth, a "
+      "non-hashing C++ consumer and op costs for bench/run, "
+      "bench/formats and bench/ops");
   app.require_subcommand(1);
 
   std::string dir;
@@ -343,8 +350,19 @@ int main(int argc, char** argv) {
   consume->add_option("--step-ms", f.step_ms,
                       "Sleep after each batch, as a trainer's step");
 
+  std::string image;
+  int width = 224, height = 224;
+  double op_seconds = 0.5;
+  CLI::App* ops = app.add_subcommand("ops", "Each recipe op alone, one image");
+  ops->add_option("--image", image, "Raw RGB bytes, rows packed")->required();
+  ops->add_option("--width", width, "Image width")->check(CLI::PositiveNumber);
+  ops->add_option("--height", height, "Image height")
+      ->check(CLI::PositiveNumber);
+  ops->add_option("--seconds", op_seconds, "Least time per op");
+
   CLI11_PARSE(app, argc, argv);
   if (*decode) return Decode(dir, std::max(1, threads), decoder);
+  if (*ops) return stoker::bench::OpCosts(image, width, height, op_seconds);
   if (*copy) return Memcpy(std::max<uint64_t>(1, bytes), seconds);
   return Consume(f);
 }

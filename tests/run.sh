@@ -76,6 +76,9 @@ fi
 
 step "benchmark smoke run (the bench cannot rot)"
 bench/run --smoke --build-dir build
+bench/run --smoke --build-dir build --pipelines recipe,dino \
+  --consumers cpp-shm,loader-shm --skip-transfer --skip-autotune \
+  --skip-decode-only
 bench/jobs --smoke --build-dir build
 
 if [ $FUZZ -eq 1 ]; then

@@ -99,7 +99,7 @@ def view_instances(tensors: Mapping[str, Any], view: str,
     view and the tensors there are when it has none."""
     if f"{view}.{field}" in tensors:
         return [tensors[f"{view}.{field}"]]
-    found = []
+    found: List[Any] = []
     while f"{view}.{len(found)}.{field}" in tensors:
         found.append(tensors[f"{view}.{len(found)}.{field}"])
     if not found:
