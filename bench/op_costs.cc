@@ -98,7 +98,7 @@ double TimePerCall(double seconds, const Body& body) {
 }  // namespace
 
 int OpCosts(const std::string& image_path, int width, int height,
-            double seconds) {
+            double seconds, const std::string& only) {
   std::ifstream file(image_path, std::ios::binary);
   std::vector<uint8_t> base((std::istreambuf_iterator<char>(file)),
                             std::istreambuf_iterator<char>());
@@ -131,6 +131,7 @@ int OpCosts(const std::string& image_path, int width, int height,
   out["height"] = height;
   out["copy_us"] = copy_hwc * 1e6;
   for (const OpCase& c : Cases()) {
+    if (!only.empty() && only != c.name) continue;
     absl::StatusOr<pipeline::AnyOp> op = Build(c);
     if (!op.ok()) {
       std::fprintf(stderr, "stoker_bench ops: %s: %s\n", c.name,

@@ -13,9 +13,10 @@ namespace stoker::bench {
 // call (that copy is in the figure, as a torchvision op writes a new
 // output; copy_us is the copy alone). Prints one JSON object:
 // {"width", "height", "copy_us", "ops": {NAME: microseconds per image}}.
-// Returns 0, 1 when an op cannot be built or fails, 2 for a bad image file.
+// With `only` not empty, times that op alone (for a profiler). Returns 0,
+// 1 when an op cannot be built or fails, 2 for a bad image file.
 int OpCosts(const std::string& image_path, int width, int height,
-            double seconds);
+            double seconds, const std::string& only);
 
 }  // namespace stoker::bench
 

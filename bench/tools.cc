@@ -359,10 +359,12 @@ int main(int argc, char** argv) {
   ops->add_option("--height", height, "Image height")
       ->check(CLI::PositiveNumber);
   ops->add_option("--seconds", op_seconds, "Least time per op");
+  std::string only;
+  ops->add_option("--only", only, "Time this op alone (for a profiler)");
 
   CLI11_PARSE(app, argc, argv);
   if (*decode) return Decode(dir, std::max(1, threads), decoder);
-  if (*ops) return stoker::bench::OpCosts(image, width, height, op_seconds);
+  if (*ops) return stoker::bench::OpCosts(image, width, height, op_seconds, only);
   if (*copy) return Memcpy(std::max<uint64_t>(1, bytes), seconds);
   return Consume(f);
 }
