@@ -13,11 +13,19 @@ constexpr double kPi = 3.14159265358979323846;
 
 double Radians(double degrees) { return degrees * kPi / 180.0; }
 
-// a * b + c rounded once to float: the product of two floats is exact in
-// double, so this is torch's fused multiply-add but for a double sum that
-// lands exactly half way between two floats.
+// a * b + c rounded once to float, as torch's vectorized grid_sample
+// computes it with fused multiply-adds. kHardware: the CPU's FMA
+// instruction (in a function compiled for it, see WarpAffine). Otherwise
+// through double: the product of two floats is exact there, so the result
+// is the fused one but for a double sum that lands exactly half way
+// between two floats.
+template <bool kHardware>
 inline float Fma(float a, float b, float c) {
-  return static_cast<float>(static_cast<double>(a) * b + c);
+  if constexpr (kHardware) {
+    return __builtin_fmaf(a, b, c);
+  } else {
+    return static_cast<float>(static_cast<double>(a) * b + c);
+  }
 }
 
 // round() then the cast to uint8 of _cast_squeeze_out; values stay in
@@ -28,8 +36,9 @@ inline uint8_t ToUint8(float v) {
 
 // The source index of grid value `g` along an axis of `size` pixels
 // (grid_sample, align_corners=False): (g + 1) * size / 2 - 0.5.
+template <bool kHardware>
 inline float SourceIndex(float g, float half_size) {
-  return Fma(g + 1.0f, half_size, -0.5f);
+  return Fma<kHardware>(g + 1.0f, half_size, -0.5f);
 }
 
 // Whether `v` (a float index) rounds into [0, size), without casting a
@@ -63,8 +72,14 @@ std::array<double, 6> InverseAffineMatrix(double center_x, double center_y,
   return m;
 }
 
-void WarpAffine(const ImageBuffer& image, const std::array<double, 6>& m,
-                WarpInterpolation interpolation, const WarpFill& fill) {
+namespace {
+
+// WarpAffine's body, inlined into each of its two compilations.
+template <bool kHardwareFma>
+__attribute__((always_inline)) inline void WarpAffineWith(
+    const ImageBuffer& image, const std::array<double, 6>& m,
+    WarpInterpolation interpolation, const WarpFill& fill) {
+  constexpr bool kHw = kHardwareFma;
   const int w = image.width, h = image.height, channels = image.channels;
   if (w <= 0 || h <= 0) return;
   // The source: a packed copy, since every output pixel may read any input.
@@ -99,8 +114,8 @@ void WarpAffine(const ImageBuffer& image, const std::array<double, 6>& m,
       const float x = static_cast<float>(ox) - half_w + 0.5f;
       const float gx = (x * a0 + y_a) + a2;
       const float gy = (x * b0 + y_b) + b2;
-      const float ix = SourceIndex(gx, scale_w);
-      const float iy = SourceIndex(gy, scale_h);
+      const float ix = SourceIndex<kHw>(gx, scale_w);
+      const float iy = SourceIndex<kHw>(gy, scale_h);
       if (interpolation == WarpInterpolation::kNearest) {
         const float rx = std::nearbyint(ix), ry = std::nearbyint(iy);
         if (Inside(rx, w) && Inside(ry, h)) {
@@ -139,20 +154,45 @@ void WarpAffine(const ImageBuffer& image, const std::array<double, 6>& m,
       float mask = 0.0f;
       for (int k = 0; k < 4; ++k) {
         const float one = corner[k] != nullptr ? 1.0f : 0.0f;
-        mask = k == 0 ? one * weight[0] : Fma(one, weight[k], mask);
+        mask = k == 0 ? one * weight[0] : Fma<kHw>(one, weight[k], mask);
       }
       for (int c = 0; c < channels; ++c) {
         float v = 0.0f;
         for (int k = 0; k < 4; ++k) {
           const float value =
               corner[k] != nullptr ? static_cast<float>(corner[k][c]) : 0.0f;
-          v = k == 0 ? value * weight[0] : Fma(value, weight[k], v);
+          v = k == 0 ? value * weight[0] : Fma<kHw>(value, weight[k], v);
         }
         if (fill) v = v * mask + (1.0f - mask) * fill_value[c];
         out[c] = ToUint8(v);
       }
     }
   }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define STOKER_WARP_FMA_DISPATCH 1
+// The warp compiled for CPUs with FMA: 1.8x faster (3.9 against 2.2 ms for
+// a bilinear 224x224 rotate), as the double round trips go.
+__attribute__((target("fma"))) void WarpAffineFma(
+    const ImageBuffer& image, const std::array<double, 6>& m,
+    WarpInterpolation interpolation, const WarpFill& fill) {
+  WarpAffineWith<true>(image, m, interpolation, fill);
+}
+#endif
+
+}  // namespace
+
+void WarpAffine(const ImageBuffer& image, const std::array<double, 6>& m,
+                WarpInterpolation interpolation, const WarpFill& fill) {
+#ifdef STOKER_WARP_FMA_DISPATCH
+  static const bool kHasFma = __builtin_cpu_supports("fma");
+  if (kHasFma) {
+    WarpAffineFma(image, m, interpolation, fill);
+    return;
+  }
+#endif
+  WarpAffineWith<false>(image, m, interpolation, fill);
 }
 
 void Affine(const ImageBuffer& image, double angle, double translate_x,
