@@ -95,8 +95,8 @@ def view_instances(tensors: Mapping[str, Any], view: str,
                    field: str = "image") -> List[Any]:
     """The tensors of `field` in each instance of `view` of a pipeline with
     views, in instance order: ``<view>.<k>.<field>`` for k = 0, 1, ..., or
-    ``[<view>.<field>]`` for a view of one instance. KeyError naming the
-    view and the tensors there are when it has none."""
+    ``[<view>.<field>]`` for a view of one instance. KeyError, naming the
+    view and the batch's tensors, when there is no such view."""
     if f"{view}.{field}" in tensors:
         return [tensors[f"{view}.{field}"]]
     found: List[Any] = []
