@@ -11,6 +11,7 @@ find_package(libjpeg-turbo CONFIG REQUIRED)
 find_package(PNG REQUIRED)
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 
 # Debian ships OpenCV's imgproc without a CMake package in libopencv-imgproc-dev.
 find_path(OPENCV_INCLUDE_DIR opencv2/imgproc.hpp PATH_SUFFIXES opencv4 REQUIRED)

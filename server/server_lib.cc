@@ -293,6 +293,20 @@ absl::Status StokerServer::Start() {
       {{"built", gpu.built ? "yes" : "no"},
        {"gpus", absl::StrCat(gpu.gpus.size())},
        {"detail", cuda::DescribeCuda(gpu)}});
+  if (helpers_ != nullptr) {
+    // The helpers' TLS files are read at every connect; a bad one is the
+    // config's mistake, said before the daemon starts.
+    const config::HelperOptions& h = options_.helpers;
+    for (const auto& [key, path] :
+         {std::pair{"helpers.tls.ca", &h.tls_ca},
+          {"helpers.tls.cert", &h.tls_cert},
+          {"helpers.tls.key", &h.tls_key}}) {
+      if (path->empty()) continue;
+      if (absl::StatusOr<std::string> pem = ReadPem(key, *path); !pem.ok()) {
+        return pem.status();
+      }
+    }
+  }
   pool_->Start();
   if (helpers_ != nullptr) helpers_->Start();
   opener_->Start();
@@ -442,12 +456,16 @@ metrics::DaemonStats StokerServer::Stats() const {
   s.pool = pool_->GetStats();
   if (autotune_ != nullptr) s.autotune = autotune_->state();
   s.transport_counts = transports_->Counters();
+  if (helpers_ != nullptr) {
+    s.helpers = helpers_->Stats();
+    s.placing_remote = helpers_->placing();
+  }
   absl::MutexLock lock(&mu_);
   s.storage = storage_;
   return s;
 }
 
-std::vector<remote::HelperStats> StokerServer::HelperStats() const {
+std::vector<service::HelperStats> StokerServer::HelperStats() const {
   if (helpers_ == nullptr) return {};
   return helpers_->Stats();
 }

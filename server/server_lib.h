@@ -72,7 +72,7 @@ class StokerServer {
   // A snapshot of every counter: what /metrics and GetStats render.
   metrics::DaemonStats Stats() const;
   // Each helper of the config `helpers`, in config order; empty without.
-  std::vector<remote::HelperStats> HelperStats() const;
+  std::vector<service::HelperStats> HelperStats() const;
 
  private:
   StokerServer(config::ServerOptions options,

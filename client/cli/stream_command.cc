@@ -26,6 +26,7 @@ struct StreamFlags {
   bool json = false;
   bool quiet = false;
   double open_timeout_s = 30;
+  std::string compression = "none";
 };
 
 int RunStream(const StreamFlags& flags) {
@@ -41,6 +42,9 @@ int RunStream(const StreamFlags& flags) {
   StreamOptions options = flags.options;
   options.open_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(flags.open_timeout_s * 1000));
+  options.compression = flags.compression == "zstd"   ? Compression::kZstd
+                        : flags.compression == "auto" ? Compression::kAuto
+                                                      : Compression::kNone;
   auto stream = (*client)->OpenStream(options);
   if (!stream.ok()) {
     std::fprintf(stderr, "stoker stream: %s\n",
@@ -59,6 +63,7 @@ int RunStream(const StreamFlags& flags) {
   XXH3_state_t* digest = XXH3_createState();
   XXH3_64bits_reset(digest);
   uint64_t samples = 0, batches = 0, skipped = 0, bytes = 0, shared = 0;
+  uint64_t wire_bytes = 0;
   double first_batch_seconds = 0;
   uint64_t first_batch_samples = 0;
   Clock::time_point last_report = start;
@@ -76,6 +81,7 @@ int RunStream(const StreamFlags& flags) {
     samples += batch.sample_ids().size();
     skipped += batch.skipped_ids().size();
     shared += batch.shared() ? 1 : 0;
+    wire_bytes += batch.wire_bytes();
     for (const TensorView& t : batch.tensors()) {
       XXH3_64bits_update(digest, t.data, t.size);
       bytes += t.size;
@@ -121,6 +127,9 @@ int RunStream(const StreamFlags& flags) {
         {"skipped_samples", skipped},
         {"shared_batches", shared},
         {"bytes", bytes},
+        // What crossed the wire in the messages (grpc; compressed where the
+        // stream asked): 0 over shm.
+        {"wire_bytes", wire_bytes},
         {"seconds", seconds},
         {"samples_per_second", seconds > 0 ? samples / seconds : 0.0},
         {"first_batch_seconds", first_batch_seconds},
@@ -191,6 +200,12 @@ void AddStreamCommand(CLI::App& app) {
                   "Batches in flight; 0 takes the daemon's default")
       ->capture_default_str();
   cmd->add_option("--transport", o.transport, "grpc, shm or cuda_ipc")
+      ->capture_default_str();
+  cmd->add_option("--compression", flags->compression,
+                  "grpc: none, zstd (every batch, level 1) or auto (a batch "
+                  "whenever sending has fallen behind building), for a slow "
+                  "link to a daemon on another machine")
+      ->check(CLI::IsMember({"none", "zstd", "auto"}))
       ->capture_default_str();
   cmd->add_flag("--share", o.share,
                 "Join a shared preprocessing run: jobs asking for the same "

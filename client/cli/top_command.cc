@@ -142,6 +142,29 @@ std::string Render(const TopView& v, const std::string& address) {
   }
   if (v.jobs.empty()) out += "  (no job active)\n";
 
+  if (!v.helpers.empty()) {
+    absl::StrAppendFormat(
+        &out, "\nHELPERS  new chunks go %s\n",
+        v.placing_remote ? "to helpers (the workers are saturated)"
+                         : "to local workers (they keep up)");
+    absl::StrAppendFormat(&out, "  %-22s %-4s %7s %10s %6s %11s %9s %6s  %s\n",
+                          "ADDRESS", "UP", "CHUNKS", "SAMPLES/S", "SHARE",
+                          "KB/SAMPLE", "COPY ms", "FAILED", "LAST ERROR");
+    for (const HelperRow& h : v.helpers) {
+      absl::StrAppendFormat(
+          &out, "  %-22s %-4s %3d/%-3.0f %10.1f %6s %11s %9s %6d  %s\n",
+          Cut(h.address, 22), h.up ? "yes" : "no", h.open_chunks, h.allowance,
+          h.samples_per_second, Share(h.share),
+          h.wire_bytes_per_sample < 0
+              ? std::string("-")
+              : absl::StrFormat("%.1f", h.wire_bytes_per_sample / 1024),
+          h.copy_seconds_per_sample < 0
+              ? std::string("-")
+              : absl::StrFormat("%.3f", h.copy_seconds_per_sample * 1e3),
+          h.failures, Cut(h.last_error, 60));
+    }
+  }
+
   out += "\nSTORAGE\n";
   for (const StorageRow& s : v.storage) {
     absl::StrAppendFormat(&out, "  %-12s %-12s %-10s %s\n", Cut(s.dataset, 12),

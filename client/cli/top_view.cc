@@ -163,7 +163,8 @@ Verdict Diagnose(const VerdictInput& in) {
       "more workers (`workers:` in the config, up to the cores you can "
       "spare); keep decode fused with the crop (random_resized_crop or "
       "center_crop right after decode_image decodes only the window); a "
-      "smaller output (lower size, uint8 or float16)";
+      "smaller output (lower size, uint8 or float16); or helper daemons on "
+      "CPU machines (`helpers:` in the config, docs/remote-design.md)";
   if (in.worker_busy_ratio < 0.5) {
     change = absl::StrCat(
         "workers are idle half the time: raise prefetch so more batches "
@@ -285,6 +286,36 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     v.jobs.push_back(std::move(j));
   }
 
+  // Helpers: deltas against the same address.
+  v.placing_remote = after.placing_remote();
+  std::map<std::string, const v1::HelperStats*> old_helpers;
+  for (const v1::HelperStats& h : before.helpers()) {
+    old_helpers[h.address()] = &h;
+  }
+  for (const v1::HelperStats& h : after.helpers()) {
+    const auto it = old_helpers.find(h.address());
+    const v1::HelperStats empty;
+    const v1::HelperStats& a = it == old_helpers.end() ? empty : *it->second;
+    HelperRow r;
+    r.address = h.address();
+    r.up = h.up();
+    r.open_chunks = h.open_chunks();
+    r.allowance = h.allowance();
+    const double samples = h.samples() - double(a.samples());
+    r.samples_per_second = samples / dt;
+    r.share = total_samples > 0 ? samples / total_samples : 0;
+    if (samples > 0) {
+      r.wire_bytes_per_sample = (h.wire_bytes() - double(a.wire_bytes())) /
+                                samples;
+      r.copy_seconds_per_sample =
+          (h.copy_seconds() - a.copy_seconds()) / samples;
+    }
+    r.failures = h.failures() - a.failures();
+    r.late = h.late() - a.late();
+    r.last_error = h.last_error();
+    v.helpers.push_back(std::move(r));
+  }
+
   // The overall verdict: all active jobs as one. The storage and transport
   // of the busiest job stand for the rest.
   JobRow all;
@@ -373,6 +404,25 @@ nlohmann::json ToJson(const TopView& v) {
   for (const DamagedDatasetRow& d : v.damaged) {
     out["damaged_datasets"].push_back(
         {{"dataset", d.dataset}, {"shards", d.shards}});
+  }
+  out["placing_remote"] = v.placing_remote;
+  out["helpers"] = nlohmann::json::array();
+  const auto or_null = [](double x) {
+    return x < 0 ? nlohmann::json(nullptr) : nlohmann::json(x);
+  };
+  for (const HelperRow& h : v.helpers) {
+    out["helpers"].push_back(
+        {{"address", h.address},
+         {"up", h.up},
+         {"open_chunks", h.open_chunks},
+         {"allowance", h.allowance},
+         {"samples_per_second", h.samples_per_second},
+         {"share", h.share},
+         {"wire_bytes_per_sample", or_null(h.wire_bytes_per_sample)},
+         {"copy_seconds_per_sample", or_null(h.copy_seconds_per_sample)},
+         {"failures", h.failures},
+         {"late_batches", h.late},
+         {"last_error", h.last_error}});
   }
   out["errors"] = nlohmann::json::object();
   for (const auto& [code, n] : v.errors) out["errors"][code] = n;

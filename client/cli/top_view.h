@@ -106,6 +106,23 @@ struct DamagedDatasetRow {
   std::vector<std::string> shards;  // "shard-00001.lmdb: key 7: SIGBUS ..."
 };
 
+// A helper daemon of this one (docs/remote-design.md), over the interval.
+struct HelperRow {
+  std::string address;
+  bool up = false;
+  uint32_t open_chunks = 0;
+  double allowance = 0;  // Chunks it may have open now.
+  double samples_per_second = 0;
+  // Of all samples the daemon delivered in the interval, the share it built.
+  double share = 0;
+  double wire_bytes_per_sample = -1;  // -1: no sample in the interval.
+  // This daemon's time copying (and normalizing) them, per sample.
+  double copy_seconds_per_sample = -1;
+  uint64_t failures = 0;  // In the interval.
+  uint64_t late = 0;      // Its batches that held a consumer up.
+  std::string last_error;
+};
+
 struct TopView {
   double interval_seconds = 0;
   double uptime_seconds = 0;
@@ -118,6 +135,8 @@ struct TopView {
   std::vector<StreamRow> streams;
   std::vector<JobRow> jobs;  // Label sets active in the interval or open.
   std::vector<StorageRow> storage;
+  std::vector<HelperRow> helpers;  // Empty without `helpers` in the config.
+  bool placing_remote = false;     // New chunks go to helpers now.
   std::vector<DamagedDatasetRow> damaged;  // Unhealthy datasets only.
   std::map<std::string, uint64_t> errors;  // Cumulative, by code.
   Verdict verdict;                         // Over all jobs together.

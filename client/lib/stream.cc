@@ -146,6 +146,17 @@ absl::Status Stream::OpenWith(int transport_number,
   open->set_hold(options_.hold);
   open->set_weight(options_.weight);
   open->set_share(options_.share);
+  open->set_raw(options_.raw);
+  switch (options_.compression) {
+    case Compression::kNone:
+      break;
+    case Compression::kZstd:
+      open->set_compression(v1::COMPRESSION_ZSTD);
+      break;
+    case Compression::kAuto:
+      open->set_compression(v1::COMPRESSION_AUTO);
+      break;
+  }
   call_->transport->Prepare(open);
   open->set_open_timeout(
       std::chrono::duration<double>(options_.open_timeout).count());
@@ -311,6 +322,8 @@ absl::Status Stream::Next(Batch* batch) {
       batch->skipped_reps_.assign(b.skipped_reps().begin(),
                                   b.skipped_reps().end());
       batch->shared_ = b.shared();
+      batch->wire_bytes_ = b.payload().size();
+      batch->payload_bytes_ = size;
       batch->tensors_.clear();
       for (const v1::TensorSpec& t : b.tensors()) {
         if (t.offset() + t.length() > size) {

@@ -115,7 +115,7 @@ absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
     } else if (entry.key == "sharing") {
       ReadSharing(entry);
     } else if (entry.key == "helpers") {
-      internal::ReadHelpers(entry, &options_.helpers, diag_);
+      internal::ReadHelpers(entry, base_dir_, &options_.helpers, diag_);
     } else if (entry.key == "jobs") {
       ReadJobs(entry);
     } else if (entry.key == "datasets") {

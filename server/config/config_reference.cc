@@ -141,15 +141,57 @@ const std::vector<KeyDoc>& Keys() {
       {"helpers.dns_refresh_seconds", "seconds, 1 to 3600", "",
        "How often `dns` is resolved again."},
       {"helpers.placement", "`local_first` or `remote_first`", "",
-       "`local_first`: a chunk goes to a helper only while this daemon's "
-       "worker pool has more runnable tasks than workers; `remote_first`: "
+       "`local_first`: local workers first; chunks go to helpers once the "
+       "worker pool has had more runnable tasks than workers for "
+       "`saturated_ms`, for streams whose consumer waits for data (more than "
+       "`stall_share` of the last second, or nothing ready in its window), "
+       "and stop once the pool has kept up for `idle_ms`. `remote_first`: "
        "whenever a helper has room (a node that should keep its cores for "
        "training)."},
+      {"helpers.saturated_ms", "milliseconds", "",
+       "How long the worker pool must be saturated before chunks go to "
+       "helpers (`local_first`)."},
+      {"helpers.idle_ms", "milliseconds", "",
+       "How long the worker pool must keep up before no new chunk goes to "
+       "a helper (`local_first`)."},
+      {"helpers.stall_share", "0 to 1", "",
+       "The share of the last second a stream's consumer must have waited "
+       "for data for its chunks to go to helpers (`local_first`)."},
+      {"helpers.raw", "bool", "",
+       "Ask helpers for each image's uint8 rendering and normalize it here "
+       "(a quarter of float32's bytes on the wire), where the pipeline has "
+       "no tensor op (`random_erasing`); off, or with one, helpers send the "
+       "finished outputs."},
+      {"helpers.compress", "`auto`, `zstd` or `none`", "",
+       "How helpers' batches travel: `auto` compresses a batch (zstd, level "
+       "1) when the helper's sending falls behind its building, i.e. when "
+       "the link is the bottleneck; `zstd` always; `none` never."},
+      {"helpers.tls", "map", "none",
+       "TLS to the helpers (their `listen.tls`): `{ca: FILE}`, plus `cert` "
+       "and `key` where they require client certificates, and "
+       "`server_name` when their certificates do not name the addresses "
+       "dialed. Paths are relative to the config file's directory."},
+      {"helpers.tls.ca", "path", "the system's roots",
+       "CA certificates (PEM) that signed the helpers' certificates."},
+      {"helpers.tls.cert", "path", "none",
+       "This daemon's client certificate (PEM), for helpers with "
+       "`listen.tls.client_ca`."},
+      {"helpers.tls.key", "path", "none", "The key of `helpers.tls.cert`."},
+      {"helpers.tls.server_name", "host name", "the host dialed",
+       "The name the helpers' certificates must carry (e.g. a Service name "
+       "when `dns` resolves to pod IPs)."},
+      {"helpers.insecure", "bool", "false",
+       "Plaintext to helpers beyond loopback. Off, a config with a helper "
+       "address (or a `dns` name) that is not loopback and no `tls` is "
+       "refused."},
       {"helpers.chunk_steps", "integer >= 1", "",
        "Consecutive batches one helper stream builds; at most half a "
        "stream's window (prefetch)."},
       {"helpers.streams", "integer >= 1", "",
-       "Chunks open on one helper at once."},
+       "Most chunks open on one helper at once. With `local_first` a "
+       "helper's allowance starts at one, halves when one of its batches "
+       "holds a consumer up and grows while they come in time, up to this "
+       "(gauge `stoker_helper_chunk_allowance`)."},
       {"helpers.stall_seconds", "seconds, 0.1 to 3600", "",
        "A chunk that received nothing for this long is given up and its "
        "batches are built here."},
@@ -241,6 +283,15 @@ std::string DefaultOf(absl::string_view key) {
   if (key == "helpers.stall_seconds") {
     return absl::StrCat(d.helpers.stall_seconds);
   }
+  if (key == "helpers.saturated_ms") {
+    return absl::StrCat(d.helpers.saturated_ms);
+  }
+  if (key == "helpers.idle_ms") return absl::StrCat(d.helpers.idle_ms);
+  if (key == "helpers.stall_share") {
+    return absl::StrCat(d.helpers.stall_share);
+  }
+  if (key == "helpers.raw") return d.helpers.raw ? "true" : "false";
+  if (key == "helpers.compress") return "auto";
   if (key == "sharing") return "the defaults below";
   if (key == "sharing.lag_window") return absl::StrCat(d.sharing.lag_window);
   return "";

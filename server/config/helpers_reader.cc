@@ -3,7 +3,9 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/config/config_reference.h"
 #include "server/config/value_readers.h"
 
@@ -36,9 +38,59 @@ void ReadAddresses(const MapEntry& entry, HelperOptions* out,
   }
 }
 
+std::optional<bool> ReadFlag(const MapEntry& e, const std::string& key,
+                             Diagnostics& diag) {
+  std::optional<bool> value =
+      e.value.IsScalar() ? ParseBool(e.value.Scalar()) : std::nullopt;
+  if (!value) {
+    diag.Error(e.value_mark, absl::StrCat(key, ": expected true or false, got ",
+                                          Describe(e.value)));
+  }
+  return value;
+}
+
+void ReadTls(const MapEntry& entry, const std::filesystem::path& base_dir,
+             HelperOptions* out, Diagnostics& diag) {
+  out->tls = true;
+  if (!ExpectMap(entry, "helpers.tls", "{ca: ca.pem}", diag)) return;
+  for (const MapEntry& e :
+       ReadMap(entry.value, "helpers.tls", AllowedKeys("helpers.tls"), diag)) {
+    const std::string key = absl::StrCat("helpers.tls.", e.key);
+    if (e.key == "server_name") {
+      if (auto name = ReadString(e, key, "a host name", diag)) {
+        out->tls_server_name = *name;
+      }
+      continue;
+    }
+    std::optional<std::string> path =
+        ReadString(e, key, "a path to a PEM file", diag);
+    if (!path) continue;
+    std::string resolved = ResolvePath(base_dir, *path);
+    if (e.key == "ca") out->tls_ca = std::move(resolved);
+    if (e.key == "cert") out->tls_cert = std::move(resolved);
+    if (e.key == "key") out->tls_key = std::move(resolved);
+  }
+  if (out->tls_cert.empty() != out->tls_key.empty()) {
+    diag.Error(entry.value_mark,
+               "helpers.tls: a client certificate needs its key and the key "
+               "its certificate (cert and key, or neither)");
+  }
+}
+
+// Whether `address` ("HOST:PORT") names this machine.
+bool OnLoopback(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" ||
+         absl::StartsWith(host, "127.");
+}
+
 }  // namespace
 
-void ReadHelpers(const MapEntry& entry, HelperOptions* out, Diagnostics& diag) {
+void ReadHelpers(const MapEntry& entry, const std::filesystem::path& base_dir,
+                 HelperOptions* out, Diagnostics& diag) {
   if (!ExpectMap(entry, "helpers", "{addresses: [10.0.0.2:7411]}", diag)) {
     return;
   }
@@ -78,7 +130,52 @@ void ReadHelpers(const MapEntry& entry, HelperOptions* out, Diagnostics& diag) {
                               "a number of seconds from 0.1 to 3600", diag)) {
         out->stall_seconds = *s;
       }
+    } else if (e.key == "saturated_ms" || e.key == "idle_ms") {
+      if (auto ms = ReadNumber(e, key, 0, 600000,
+                               "milliseconds from 0 to 600000", diag)) {
+        (e.key == "saturated_ms" ? out->saturated_ms : out->idle_ms) = *ms;
+      }
+    } else if (e.key == "stall_share") {
+      if (auto share =
+              ReadNumber(e, key, 0, 1, "a fraction from 0 to 1", diag)) {
+        out->stall_share = *share;
+      }
+    } else if (e.key == "raw") {
+      if (auto raw = ReadFlag(e, key, diag)) out->raw = *raw;
+    } else if (e.key == "compress") {
+      std::optional<std::string> c =
+          ReadString(e, key, "auto, zstd or none", diag);
+      if (!c) continue;
+      if (*c == "auto") {
+        out->compress = HelperOptions::Compress::kAuto;
+      } else if (*c == "zstd") {
+        out->compress = HelperOptions::Compress::kZstd;
+      } else if (*c == "none") {
+        out->compress = HelperOptions::Compress::kNone;
+      } else {
+        diag.Error(e.value_mark,
+                   absl::StrCat(key, ": expected auto, zstd or none, got ", *c));
+      }
+    } else if (e.key == "tls") {
+      ReadTls(e, base_dir, out, diag);
+    } else if (e.key == "insecure") {
+      if (auto insecure = ReadFlag(e, key, diag)) out->insecure = *insecure;
     }
+  }
+  if (out->tls || out->insecure) return;
+  // Batches, and the stream that asks for them, would cross the network in
+  // the clear.
+  std::vector<std::string> remote;
+  for (const std::string& a : out->addresses) {
+    if (!OnLoopback(a)) remote.push_back(a);
+  }
+  if (!out->dns.empty() && !OnLoopback(out->dns)) remote.push_back(out->dns);
+  if (!remote.empty()) {
+    diag.Error(entry.key_node.Mark(),
+               absl::StrCat("helpers: ", absl::StrJoin(remote, ", "),
+                            " is beyond loopback: set helpers.tls {ca: FILE} "
+                            "(the helpers' listen.tls), or helpers.insecure: "
+                            "true for plaintext on a trusted network"));
   }
 }
 

@@ -88,11 +88,32 @@ struct HelperOptions {
   // Resolved again every dns_refresh_seconds; empty: none.
   std::string dns;
   double dns_refresh_seconds = 30;
-  // local_first: a chunk goes to a helper only while this daemon's worker
-  // pool has more runnable tasks than workers. remote_first: whenever a
+  // local_first: chunks go to helpers once this daemon's worker pool has
+  // had more runnable tasks than workers for saturated_ms, and stop once
+  // it has not for idle_ms; meanwhile a stream's chunk goes out only while
+  // its consumer waited for data more than stall_share of the last second,
+  // or no finished batch waits in its window. remote_first: whenever a
   // helper has room.
   enum class Placement { kLocalFirst, kRemoteFirst };
   Placement placement = Placement::kLocalFirst;
+  double saturated_ms = 200;
+  double idle_ms = 1000;
+  double stall_share = 0.02;
+  // Ask helpers for the uint8 rendering, finished here (normalize, layout,
+  // the batch op), where the pipeline has no tensor op; else the outputs.
+  bool raw = true;
+  // How helpers' batches travel: auto compresses a batch when the helper's
+  // sending falls behind its building.
+  enum class Compress { kAuto, kZstd, kNone };
+  Compress compress = Compress::kAuto;
+  // TLS to the helpers (their listen.tls); PEM paths, absolute. Without
+  // tls_ca the system's roots are trusted. Plaintext without any of these.
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  // Plaintext to helpers that are not on loopback. Off, such a config is
+  // refused: batches and the helper's stream would cross the network in
+  // the clear.
+  bool insecure = false;
   // Batches per chunk; a stream's chunks are at most half its window.
   uint32_t chunk_steps = 8;
   // Chunks open on one helper at once.

@@ -20,6 +20,7 @@
 #include "server/pipeline/worker_pool.h"
 #include "server/service/autotune_thread.h"
 #include "server/service/counters.h"
+#include "server/service/remote_source.h"
 #include "server/service/stream_service.h"
 
 namespace stoker::metrics {
@@ -50,6 +51,9 @@ struct DaemonStats {
   std::vector<DatasetStorage> storage;
   // The transports' own counters (transport.h: Transport::Counters).
   std::vector<service::NamedCount> transport_counts;
+  // The helper daemons (config `helpers`); empty without.
+  std::vector<service::HelperStats> helpers;
+  bool placing_remote = false;  // New chunks go to helpers now.
 };
 
 // Reads the counters of every label set `service` has seen.

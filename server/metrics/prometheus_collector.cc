@@ -254,6 +254,76 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
           stats.start_time_seconds);
 }
 
+void AddHelpers(const DaemonStats& stats, Families& f) {
+  if (stats.helpers.empty()) return;
+  f.Gauge("stoker_helpers_placing",
+          "1 while new chunks of batches go to helper daemons: the worker "
+          "pool has been saturated (placement local_first), or always "
+          "(remote_first).",
+          stats.placing_remote ? 1 : 0);
+  using H = service::HelperStats;
+  struct Field {
+    const char* name;
+    const char* help;
+    MetricType type;
+    double (*value)(const H&);
+  };
+  static constexpr Field kFields[] = {
+      {"stoker_helper_up", "1 while the helper answers and is used.",
+       MetricType::Gauge, [](const H& h) { return h.up ? 1.0 : 0.0; }},
+      {"stoker_helper_open_chunks", "Chunks open on the helper now.",
+       MetricType::Gauge, [](const H& h) { return double(h.open_chunks); }},
+      {"stoker_helper_chunk_allowance",
+       "Chunks the helper may have open now: halved when one of its batches "
+       "holds a consumer up, grown while they come in time (local_first).",
+       MetricType::Gauge, [](const H& h) { return h.allowance; }},
+      {"stoker_helper_late_batches_total",
+       "Batches of the helper that held a consumer up: the next batch to "
+       "hand over while a later one was already built here.",
+       MetricType::Counter, [](const H& h) { return double(h.late); }},
+      {"stoker_helper_chunks_total", "Chunks placed on the helper.",
+       MetricType::Counter, [](const H& h) { return double(h.chunks); }},
+      {"stoker_helper_batches_total",
+       "Batches the helper built and this daemon delivered.",
+       MetricType::Counter, [](const H& h) { return double(h.batches); }},
+      {"stoker_helper_samples_total", "Samples in those batches.",
+       MetricType::Counter, [](const H& h) { return double(h.samples); }},
+      {"stoker_helper_failures_total",
+       "Chunks the helper failed (error, disconnect, stall, a batch not "
+       "this daemon's); their batches were built here.",
+       MetricType::Counter, [](const H& h) { return double(h.failures); }},
+      {"stoker_helper_rebuilt_batches_total",
+       "Batches the helper owed when it failed, built here instead.",
+       MetricType::Counter, [](const H& h) { return double(h.rebuilt); }},
+      {"stoker_helper_wire_bytes_total",
+       "Batch bytes received from the helper, as sent (compressed where "
+       "they were). Per sample: divide by stoker_helper_samples_total.",
+       MetricType::Counter, [](const H& h) { return double(h.wire_bytes); }},
+      {"stoker_helper_payload_bytes_total",
+       "Batch bytes received from the helper, decoded (uint8 renderings "
+       "where the pipeline allows, before normalize).",
+       MetricType::Counter,
+       [](const H& h) { return double(h.payload_bytes); }},
+      {"stoker_helper_wait_seconds_total",
+       "Time this daemon's chunk readers waited for the helper's batches.",
+       MetricType::Counter, [](const H& h) { return h.wait_seconds; }},
+      {"stoker_helper_copy_seconds_total",
+       "Time this daemon spent copying the helper's batches into its "
+       "buffers, normalizing uint8 renderings on the way.",
+       MetricType::Counter, [](const H& h) { return h.copy_seconds; }},
+  };
+  for (const Field& field : kFields) {
+    MetricFamily& family = f.Add(field.name, field.help, field.type);
+    for (const H& h : stats.helpers) {
+      const double v = field.value(h);
+      family.metric.push_back(
+          field.type == MetricType::Gauge
+              ? Families::GaugeMetric({{"helper", h.address}}, v)
+              : Families::CounterMetric({{"helper", h.address}}, v));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<MetricFamily> BuildMetricFamilies(const DaemonStats& stats) {
@@ -261,6 +331,7 @@ std::vector<MetricFamily> BuildMetricFamilies(const DaemonStats& stats) {
   AddLabelCounters(stats, f);
   AddOpenStreams(stats, f);
   AddDaemon(stats, f);
+  AddHelpers(stats, f);
   return f.Take();
 }
 

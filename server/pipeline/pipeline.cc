@@ -102,21 +102,33 @@ std::vector<int> InstanceViews(const PipelineSteps& steps) {
   return views;
 }
 
+// Whether every view of `steps` is done once its images are formatted.
+bool NoTensorOps(const PipelineSteps& steps) {
+  for (const PipelineSteps::View& view : steps.views) {
+    if (!view.tensor.empty()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
-                             int64_t max_decode_pixels, size_t num_fields,
+                             bool rendered, int64_t max_decode_pixels,
+                             size_t num_fields,
                              std::vector<size_t> image_fields,
                              std::vector<PassthroughField> passthrough,
                              std::vector<tensor::OutputSlot> slots,
                              std::optional<BatchBinding> batch)
     : steps_(std::move(steps)),
+      rendered_(rendered),
+      can_finish_rendered_(NoTensorOps(*steps_)),
       converters_([this] {
         std::vector<Converters> converters;
         for (const PipelineSteps::View& view : steps_->views) {
+          const OutputFormat format = rendered_ ? OutputFormat{} : view.format;
           converters.push_back(
-              {PixelConverter(view.format),
-               PixelConverter(FieldFormat(view.format, DecodeSpec{"", true}))});
+              {PixelConverter(format),
+               PixelConverter(FieldFormat(format, DecodeSpec{"", true}))});
         }
         return converters;
       }()),
@@ -134,6 +146,30 @@ BoundPipeline::~BoundPipeline() = default;
 const PixelConverter& BoundPipeline::ConverterOf(int view, int slot) const {
   const Converters& converters = converters_[view];
   return steps_->decodes[slot].nearest ? converters.ids : converters.image;
+}
+
+std::vector<tensor::OutputSlot> BoundPipeline::RenderedSlots() const {
+  std::vector<tensor::OutputSlot> slots = slots_;
+  const size_t num_images = image_fields_.size();
+  for (size_t output = 0; output < num_image_outputs(); ++output) {
+    const PipelineSteps::View& view =
+        steps_->views[instance_views_[output / num_images]];
+    slots[output] = tensor::OutputSlot::Dense(
+        {slots_[output].spec.name, tensor::DType::kUint8,
+         ImageShape(OutputFormat{}, view.out_height, view.out_width)});
+  }
+  return slots;
+}
+
+void BoundPipeline::FormatRendered(size_t output, const uint8_t* src,
+                                   uint8_t* dst) const {
+  const size_t num_images = image_fields_.size();
+  const int v = instance_views_[output / num_images];
+  const PipelineSteps::View& view = steps_->views[v];
+  // The rendering has the flip applied already.
+  ConverterOf(v, static_cast<int>(output % num_images))
+      .Convert(src, static_cast<size_t>(view.out_width) * 3, view.out_width,
+               view.out_height, /*flip=*/false, dst);
 }
 
 namespace {
@@ -341,7 +377,7 @@ absl::Status BoundPipeline::WriteSoftLabel(std::string_view raw,
 
 absl::Status BoundPipeline::RunBatch(absl::Span<uint8_t* const> tensors,
                                      uint32_t size, SampleRng& rng) const {
-  if (!batch_.has_value()) return absl::OkStatus();
+  if (!has_batch_op()) return absl::OkStatus();
   if (tensors.size() != outputs_.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch run got ", tensors.size(), " tensors; the "
@@ -405,7 +441,20 @@ absl::StatusOr<BatchBinding> Pipeline::BindBatch(
 }
 
 absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
-    absl::Span<const InputField> schema) const {
+    absl::Span<const InputField> schema, BindMode mode) const {
+  const bool rendered = mode == BindMode::kRendered;
+  if (rendered) {
+    for (const std::string& name : op_names_) {
+      // A view's op is "<view>.<op>".
+      const OpDef* def =
+          OpRegistry::Global().Find(name.substr(name.rfind('.') + 1));
+      if (def == nullptr || def->kind != OpKind::kTensor) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pipeline '", name_, "' has the tensor op ", name,
+          ", which draws from the sample's generator after the pixel ops: "
+          "its rendering cannot be finished elsewhere"));
+    }
+  }
   std::vector<size_t> image_fields;
   std::vector<bool> bound(schema.size(), false);
   std::vector<tensor::OutputSlot> slots;
@@ -439,7 +488,8 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
                                  : absl::StrCat(view.name, ".", k, ".");
       }
       for (const DecodeSpec& decode : steps_->decodes) {
-        const OutputFormat format = FieldFormat(view.format, decode);
+        const OutputFormat format =
+            FieldFormat(rendered ? OutputFormat{} : view.format, decode);
         slots.push_back(tensor::OutputSlot::Dense(
             {prefix + decode.field, format.dtype,
              ImageShape(format, view.out_height, view.out_width)}));
@@ -464,7 +514,8 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
     batch->width = out_width();
   }
   return absl::WrapUnique(new BoundPipeline(
-      steps_, max_decode_pixels_, schema.size(), std::move(image_fields),
+      steps_, rendered, max_decode_pixels_, schema.size(),
+      std::move(image_fields),
       std::move(passthrough), std::move(slots), batch));
 }
 

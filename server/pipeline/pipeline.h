@@ -36,6 +36,13 @@
 //   -> global.0.image, global.1.image, local.0.image ... local.5.image,
 //      then label.
 //
+// A pipeline can also be bound to stop before its format stage
+// (BindMode::kRendered): every decoded image is then written as its uint8
+// HWC rendering, flip applied, and the tensor and batch ops do not run. A
+// helper daemon sends that (a quarter of float32's bytes), and the node's
+// own bound pipeline finishes it with FormatRendered and RunBatch, byte
+// for byte as if it had run the sample itself (docs/remote-design.md §1.2).
+//
 // Thread-safety: Pipeline and BoundPipeline are immutable after creation;
 // Bind and Run may be called from many threads at once.
 #ifndef STOKER_SERVER_PIPELINE_PIPELINE_H_
@@ -138,6 +145,12 @@ struct BatchBinding {
   int height = 0, width = 0;  // Of the image output.
 };
 
+// What a bound pipeline writes (Pipeline::Bind).
+enum class BindMode {
+  kOutput,    // Every op: the outputs as the config says.
+  kRendered,  // Stop before the format stage (see above).
+};
+
 class BoundPipeline {
  public:
   ~BoundPipeline();
@@ -167,8 +180,27 @@ class BoundPipeline {
   absl::Status Run(absl::Span<const std::string_view> fields, SampleRng& rng,
                    absl::Span<uint8_t* const> dst, StageTimes* times) const;
 
-  // Whether the pipeline has a batch op (mixup, cutmix, mixup_cutmix).
-  bool has_batch_op() const { return batch_.has_value(); }
+  // Whether RunBatch does anything: the pipeline has a batch op (mixup,
+  // cutmix, mixup_cutmix) and is not bound kRendered.
+  bool has_batch_op() const { return batch_.has_value() && !rendered_; }
+
+  // Whether a kRendered bind of this pipeline can be finished here: no
+  // tensor op (random_erasing), which works on the formatted tensor with
+  // the sample's generator where the pixel ops left it.
+  bool can_finish_rendered() const { return can_finish_rendered_; }
+  // The slots a kRendered bind of this pipeline has: slots() with each
+  // decoded image output (the first num_image_outputs()) as uint8 HWC.
+  std::vector<tensor::OutputSlot> RenderedSlots() const;
+  // Outputs [0, num_image_outputs()) are the decoded images; the rest are
+  // passed through alike by both binds.
+  size_t num_image_outputs() const {
+    return instance_views_.size() * image_fields_.size();
+  }
+  // Writes one sample's image output `output` from its uint8 HWC rendering
+  // at `src` (RenderedSlots()[output]) into `dst` in this bind's format:
+  // what Run writes there. REQUIRES: output < num_image_outputs(), dst is
+  // aligned for the output's dtype.
+  void FormatRendered(size_t output, const uint8_t* src, uint8_t* dst) const;
 
   // Runs the batch op, if any, on a collated batch of `size` samples:
   // tensors[t] is where output t's batch tensor starts, its samples back
@@ -180,7 +212,7 @@ class BoundPipeline {
  private:
   friend class Pipeline;
 
-  BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
+  BoundPipeline(std::shared_ptr<const PipelineSteps> steps, bool rendered,
                 int64_t max_decode_pixels, size_t num_fields,
                 std::vector<size_t> image_fields,
                 std::vector<PassthroughField> passthrough,
@@ -190,16 +222,18 @@ class BoundPipeline {
   // The sample's one-hot, smoothed, from its label's bytes `raw`.
   absl::Status WriteSoftLabel(std::string_view raw, float* soft) const;
 
-  // Shared with the Pipeline, so that a bound pipeline stays valid when
-  // the config that made it is reloaded and the Pipeline destroyed.
-  const std::shared_ptr<const PipelineSteps> steps_;
   // A view's converters: of its images, and of its nearest fields (uint8,
-  // same layout).
+  // same layout). Bound kRendered, both write uint8 HWC.
   struct Converters {
     PixelConverter image, ids;
   };
   const PixelConverter& ConverterOf(int view, int slot) const;
 
+  // Shared with the Pipeline, so that a bound pipeline stays valid when
+  // the config that made it is reloaded and the Pipeline destroyed.
+  const std::shared_ptr<const PipelineSteps> steps_;
+  const bool rendered_;  // Bound kRendered.
+  const bool can_finish_rendered_;
   const std::vector<Converters> converters_;  // One per view.
   // The view of each instance, in output order.
   const std::vector<int> instance_views_;
@@ -271,8 +305,12 @@ class Pipeline {
   // A batch op adds the output "<label>_soft" (float32 [num_classes])
   // after the others; InvalidArgument when its label field is missing or
   // not an integer scalar.
+  //
+  // Bound kRendered, the image outputs are uint8 HWC (see BindMode);
+  // FailedPrecondition, naming the op, when a tensor op forbids it.
   absl::StatusOr<std::unique_ptr<BoundPipeline>> Bind(
-      absl::Span<const InputField> schema) const;
+      absl::Span<const InputField> schema,
+      BindMode mode = BindMode::kOutput) const;
 
  private:
   // The soft labels' slot, appended to `slots`, and where the labels are.

@@ -16,8 +16,10 @@ int64_t NowNs() {
 }
 
 // The client's view of a batch as the service's plain RemoteBatch.
-absl::StatusOr<service::RemoteBatch> ToRemote(const Batch& batch) {
+absl::StatusOr<service::RemoteBatch> ToRemote(const Batch& batch,
+                                              bool rendered) {
   service::RemoteBatch out;
+  out.rendered = rendered;
   out.epoch = batch.epoch();
   out.step = batch.step();
   out.sample_ids = batch.sample_ids();
@@ -38,14 +40,18 @@ absl::StatusOr<service::RemoteBatch> ToRemote(const Batch& batch) {
 
 }  // namespace
 
-ChunkReader::ChunkReader(Client* client, StreamOptions options, uint64_t begin,
-                         uint64_t end, std::weak_ptr<service::ChunkSink> sink,
+ChunkReader::ChunkReader(Client* client, HelperCounters* counters,
+                         StreamOptions options, uint64_t begin, uint64_t end,
+                         std::weak_ptr<service::ChunkSink> sink,
+                         std::function<void(bool)> on_batch,
                          std::function<void(const Result&)> on_end)
     : client_(client),
+      counters_(counters),
       options_(std::move(options)),
       begin_(begin),
       end_(end),
       sink_(std::move(sink)),
+      on_batch_(std::move(on_batch)),
       on_end_(std::move(on_end)) {
   last_progress_ns_ = NowNs();
 }
@@ -100,14 +106,19 @@ ChunkReader::Result ChunkReader::Read() {
   if (absl::Status s = stream->Start(); !s.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     stream_ = nullptr;
-    result.status = reason_.ok() ? s : reason_;
+    result.status = !reason_.ok()  ? reason_
+                    : cancelled_   ? absl::CancelledError("chunk cancelled")
+                                   : s;
+    result.undelivered = end_ - begin_;
     return result;
   }
   last_progress_ns_ = NowNs();
   Batch batch;
   uint64_t pos = begin_;
   while (pos < end_) {
+    const int64_t asked = NowNs();
     absl::Status s = stream->Next(&batch);
+    counters_->wait_ns += NowNs() - asked;
     if (!s.ok()) {
       result.status = absl::IsOutOfRange(s)
                           ? absl::DataLossError(absl::StrCat(
@@ -122,31 +133,43 @@ ChunkReader::Result ChunkReader::Read() {
       result.status = absl::CancelledError("the node stream is gone");
       break;
     }
-    absl::StatusOr<service::RemoteBatch> remote = ToRemote(batch);
+    absl::StatusOr<service::RemoteBatch> remote =
+        ToRemote(batch, options_.raw);
     if (!remote.ok()) {
       result.status = remote.status();
       break;
     }
     in_sink_ = true;
-    absl::Status taken = sink->TakeRemote(begin_, pos, *remote);
+    service::TakeReport report;
+    absl::Status taken = sink->TakeRemote(begin_, pos, *remote, &report);
     last_progress_ns_ = NowNs();
     in_sink_ = false;
+    counters_->copy_ns += report.copy_ns;
     if (!taken.ok()) {
       result.status = taken;
       break;
     }
+    on_batch_(report.late);
+    counters_->batches += 1;
+    counters_->samples += batch.sample_ids().size();
+    counters_->wire_bytes += batch.wire_bytes();
+    counters_->payload_bytes += batch.payload_bytes();
     ++result.delivered;
     ++pos;
   }
+  result.undelivered = end_ - begin_ - result.delivered;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stream_ = nullptr;
-    if (!reason_.ok()) result.status = reason_;
+    if (!reason_.ok()) {
+      result.status = reason_;
+    } else if (cancelled_ && result.undelivered > 0) {
+      // Cancel() interrupted the read, which then failed however the
+      // interrupted call says: the node gave up the chunk, not the helper.
+      result.status = absl::CancelledError("chunk cancelled");
+    }
   }
   stream->Cancel();
-  if (result.status.ok() && cancelled_) {
-    result.status = absl::CancelledError("chunk cancelled");
-  }
   return result;
 }
 

@@ -26,16 +26,34 @@
 
 namespace stoker::remote {
 
+// What one helper's chunks delivered, counted batch by batch as the
+// readers take them. Thread-safe.
+struct HelperCounters {
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> samples{0};
+  std::atomic<uint64_t> wire_bytes{0};     // Payload bytes as received.
+  std::atomic<uint64_t> payload_bytes{0};  // The same, decoded.
+  std::atomic<int64_t> wait_ns{0};  // Readers waiting for the helper.
+  // Copying, or finishing a uint8 rendering, into the node's buffers.
+  std::atomic<int64_t> copy_ns{0};
+};
+
 class ChunkReader : public service::RemoteChunk {
  public:
   struct Result {
-    absl::Status status;      // Why it ended; OK when all were delivered.
-    uint64_t delivered = 0;   // Batches taken by the node stream.
+    absl::Status status;        // Why it ended; OK when all were delivered.
+    uint64_t delivered = 0;     // Batches taken by the node stream.
+    uint64_t undelivered = 0;   // The chunk's other batches.
   };
-  // `client` (the helper's) outlives the reader. `options` is the helper
-  // stream: the node stream's plan with start and end set to the chunk.
-  ChunkReader(Client* client, StreamOptions options, uint64_t begin,
-              uint64_t end, std::weak_ptr<service::ChunkSink> sink,
+  // `client` (the helper's) and `counters` outlive the reader. `options`
+  // is the helper stream: the node stream's plan with start and end set to
+  // the chunk (and raw, when the node finishes the helper's rendering).
+  // `on_batch` runs on the reader's thread after each batch the node
+  // stream took, with whether it was late (service::TakeReport).
+  ChunkReader(Client* client, HelperCounters* counters, StreamOptions options,
+              uint64_t begin, uint64_t end,
+              std::weak_ptr<service::ChunkSink> sink,
+              std::function<void(bool late)> on_batch,
               std::function<void(const Result&)> on_end);
   ~ChunkReader() override;
 
@@ -60,10 +78,12 @@ class ChunkReader : public service::RemoteChunk {
 
   // Constant after construction.
   Client* const client_;
+  HelperCounters* const counters_;
   const StreamOptions options_;
   const uint64_t begin_;
   const uint64_t end_;
   const std::weak_ptr<service::ChunkSink> sink_;
+  const std::function<void(bool)> on_batch_;
   const std::function<void(const Result&)> on_end_;
 
   std::atomic<bool> cancelled_{false};

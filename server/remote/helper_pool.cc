@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <set>
 #include <utility>
@@ -19,6 +20,7 @@ namespace stoker::remote {
 namespace {
 
 using metrics::Log;
+using service::Compression;
 using metrics::LogLevel;
 
 constexpr absl::Duration kFirstBackoff = absl::Seconds(1);
@@ -26,7 +28,8 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
 // An up helper is asked again this often, so a repacked dataset is seen.
 constexpr absl::Duration kReprobe = absl::Seconds(10);
 constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
-constexpr absl::Duration kTick = absl::Milliseconds(100);
+// The monitor's period, and so how often the pool's load is sampled.
+constexpr absl::Duration kTick = absl::Milliseconds(50);
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -76,11 +79,53 @@ absl::StatusOr<std::vector<std::string>> ResolveHelpers(
   return std::vector<std::string>(addresses.begin(), addresses.end());
 }
 
+namespace {
+
+// The client of one helper: plaintext, or TLS as `options` say.
+absl::StatusOr<std::unique_ptr<Client>> ConnectHelper(
+    const std::string& address, const config::HelperOptions& options) {
+  if (!options.tls) return Client::Connect(address);
+  TlsOptions tls;
+  tls.ca_file = options.tls_ca;
+  tls.cert_file = options.tls_cert;
+  tls.key_file = options.tls_key;
+  tls.server_name = options.tls_server_name;
+  return Client::Connect(address, tls);
+}
+
+stoker::Compression CompressionOf(config::HelperOptions::Compress c) {
+  switch (c) {
+    case config::HelperOptions::Compress::kZstd:
+      return stoker::Compression::kZstd;
+    case config::HelperOptions::Compress::kNone:
+      return stoker::Compression::kNone;
+    case config::HelperOptions::Compress::kAuto:
+      break;
+  }
+  return stoker::Compression::kAuto;
+}
+
+PlacementPolicy::Options PolicyOptions(const config::HelperOptions& o) {
+  PlacementPolicy::Options p;
+  p.saturated_for = absl::Milliseconds(o.saturated_ms);
+  p.idle_for = absl::Milliseconds(o.idle_ms);
+  p.stall_share = o.stall_share;
+  return p;
+}
+
+}  // namespace
+
 struct HelperPool::Helper {
   // Constant after construction.
   std::string address;
+  // Null when it could not be made (a TLS file unreadable since the
+  // config was loaded): the helper stays down, `connect_error` says why.
   std::unique_ptr<Client> client;
+  absl::Status connect_error;
   bool from_dns = false;
+  // Bumped by its chunks' readers; outlives them (the monitor drops a
+  // helper only once none of its chunks is open).
+  HelperCounters counters;
   // Guarded by the pool's mu_.
   bool listed = true;  // A DNS helper: in the latest lookup's records.
   bool up = false;
@@ -88,7 +133,12 @@ struct HelperPool::Helper {
   std::set<std::string> refused;               // Datasets logged as refused.
   absl::Time next_probe = absl::InfinitePast();
   absl::Duration backoff = kFirstBackoff;
-  HelperStats stats;
+  // local_first: the chunks it may have open, at most options.streams.
+  // Halved when one of its batches holds a consumer up, grown by one per
+  // allowance's worth of batches that come in time (AIMD), so a helper
+  // gets as much of a stream's window as it builds in time.
+  double allowance = 1;
+  service::HelperStats stats;  // Its counts are in `counters`.
 };
 
 HelperPool::HelperPool(config::HelperOptions options,
@@ -96,7 +146,8 @@ HelperPool::HelperPool(config::HelperOptions options,
                        HelperResolver resolve)
     : options_(std::move(options)),
       local_saturated_(std::move(local_saturated)),
-      resolve_(std::move(resolve)) {
+      resolve_(std::move(resolve)),
+      policy_(PolicyOptions(options_)) {
   absl::MutexLock lock(&mu_);
   for (const std::string& address : options_.addresses) {
     AddHelperLocked(address, /*from_dns=*/false);
@@ -106,7 +157,13 @@ HelperPool::HelperPool(config::HelperOptions options,
 void HelperPool::AddHelperLocked(const std::string& address, bool from_dns) {
   auto h = std::make_unique<Helper>();
   h->address = address;
-  h->client = Client::Connect(address);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      ConnectHelper(address, options_);
+  if (client.ok()) {
+    h->client = *std::move(client);
+  } else {
+    h->connect_error = client.status();
+  }
   h->from_dns = from_dns;
   h->stats.address = address;
   helpers_.push_back(std::move(h));
@@ -173,31 +230,35 @@ uint32_t HelperPool::chunk_steps(uint32_t window) const {
 }
 
 std::shared_ptr<service::RemoteChunk> HelperPool::Place(
-    const service::StreamSpec& spec, const std::string& manifest_digest,
-    uint64_t steps_per_epoch, uint64_t begin, uint64_t end,
+    const service::ChunkRequest& request,
     std::weak_ptr<service::ChunkSink> sink) {
-  if (begin >= end) return nullptr;
-  if (options_.placement == config::HelperOptions::Placement::kLocalFirst &&
-      !local_saturated_()) {
-    return nullptr;
-  }
+  if (request.begin >= request.end) return nullptr;
+  const service::StreamSpec& spec = *request.spec;
+  const bool local_first =
+      options_.placement == config::HelperOptions::Placement::kLocalFirst;
   absl::MutexLock lock(&mu_);
   if (stopping_ || helpers_.empty()) return nullptr;
+  if (local_first) {
+    SampleLocked();
+    if (!policy_.Wants(request)) return nullptr;
+  }
   Helper* best = nullptr;
   for (size_t k = 0; k < helpers_.size(); ++k) {
     Helper* h = helpers_[(next_helper_ + k) % helpers_.size()].get();
-    if (!h->listed || !h->up || h->stats.open_chunks >= options_.streams) {
-      continue;
-    }
+    const uint32_t room =
+        local_first ? static_cast<uint32_t>(h->allowance) : options_.streams;
+    if (!h->listed || !h->up || h->stats.open_chunks >= room) continue;
     auto digest = h->digests.find(spec.dataset);
-    if (digest == h->digests.end() || digest->second != manifest_digest) {
+    if (digest == h->digests.end() ||
+        digest->second != request.manifest_digest) {
       if (h->refused.insert(spec.dataset).second) {
         h->stats.last_error = absl::StrCat(
             "dataset '", spec.dataset, "' ",
             digest == h->digests.end()
                 ? "is not served there"
                 : absl::StrCat("there has manifest digest ", digest->second,
-                               ", here ", manifest_digest),
+                               ", here ",
+                               std::string(request.manifest_digest)),
             ": not used for it");
         Log(LogLevel::kWarning, "helper_refused",
             {{"helper", h->address},
@@ -226,17 +287,20 @@ std::shared_ptr<service::RemoteChunk> HelperPool::Place(
   o.ra_reps = spec.ra_reps;
   o.weight = spec.weight;
   // The helper builds the whole chunk at once, into its own memory.
-  o.prefetch = static_cast<uint32_t>(end - begin);
-  o.start = AtLinear(begin, steps_per_epoch);
-  o.end = AtLinear(end, steps_per_epoch);
+  o.prefetch = static_cast<uint32_t>(request.end - request.begin);
+  o.start = AtLinear(request.begin, request.steps_per_epoch);
+  o.end = AtLinear(request.end, request.steps_per_epoch);
   o.transport = "grpc";
+  o.raw = options_.raw && request.can_finish_rendered;
+  o.compression = CompressionOf(options_.compress);
   // A node does not wait for a helper: it builds the batches itself. The
   // open may wait this long for a helper that just went away to answer.
   o.reconnect_timeout = std::chrono::milliseconds(0);
   o.open_timeout = std::chrono::milliseconds(1000);
   Helper* const h = best;
   auto reader = std::make_shared<ChunkReader>(
-      h->client.get(), std::move(o), begin, end, std::move(sink),
+      h->client.get(), &h->counters, std::move(o), request.begin, request.end,
+      std::move(sink), [this, h](bool late) { BatchTaken(h, late); },
       [this, h](const ChunkReader::Result& r) { ChunkEnded(h, r); });
   ++h->stats.open_chunks;
   ++h->stats.chunks;
@@ -245,31 +309,67 @@ std::shared_ptr<service::RemoteChunk> HelperPool::Place(
   return reader;
 }
 
+void HelperPool::SampleLocked() {
+  if (!policy_.Sample(absl::Now(), local_saturated_())) return;
+  Log(LogLevel::kInfo, "helpers_placing",
+      {{"remote", policy_.remote() ? "on" : "off"},
+       {"reason", policy_.remote()
+                      ? "the worker pool has been saturated"
+                      : "the worker pool keeps up"}});
+}
+
+bool HelperPool::placing() const {
+  if (options_.placement == config::HelperOptions::Placement::kRemoteFirst) {
+    return true;
+  }
+  absl::MutexLock lock(&mu_);
+  return policy_.remote();
+}
+
+void HelperPool::BatchTaken(Helper* h, bool late) {
+  absl::MutexLock lock(&mu_);
+  if (late) {
+    ++h->stats.late;
+    h->allowance = std::max(1.0, h->allowance / 2);
+  } else {
+    h->allowance = std::min<double>(options_.streams,
+                                    h->allowance + 1 / h->allowance);
+  }
+}
+
 void HelperPool::ChunkEnded(Helper* h, const ChunkReader::Result& result) {
   absl::MutexLock lock(&mu_);
   --h->stats.open_chunks;
-  h->stats.batches += result.delivered;
   // Cancelled: the node stream ended or the daemon stops; not the helper's
   // fault.
   if (result.status.ok() || absl::IsCancelled(result.status)) return;
   ++h->stats.failures;
+  h->stats.rebuilt += result.undelivered;
   MarkDownLocked(h, result.status.ToString());
 }
 
 void HelperPool::MarkDownLocked(Helper* h, const std::string& why) {
+  // A helper that was never up (a refused TLS handshake, a wrong address)
+  // is logged too, once per reason, not at every probe.
+  const bool changed = h->up || why != h->stats.last_error;
   h->stats.last_error = why;
-  if (!h->up) return;
-  h->up = false;
-  h->stats.up = false;
-  h->backoff = kFirstBackoff;
-  h->next_probe = absl::Now() + h->backoff;
-  Log(LogLevel::kWarning, "helper_down",
-      {{"helper", h->address}, {"reason", why}});
+  if (h->up) {
+    h->up = false;
+    h->stats.up = false;
+    h->backoff = kFirstBackoff;
+    h->next_probe = absl::Now() + h->backoff;
+  }
+  if (changed) {
+    Log(LogLevel::kWarning, "helper_down",
+        {{"helper", h->address}, {"reason", why}});
+  }
 }
 
 void HelperPool::Probe(Helper* h) {
   absl::StatusOr<std::vector<DatasetSummary>> datasets =
-      h->client->ListDatasets(absl::ToChronoMilliseconds(kProbeTimeout));
+      h->client == nullptr
+          ? absl::StatusOr<std::vector<DatasetSummary>>(h->connect_error)
+          : h->client->ListDatasets(absl::ToChronoMilliseconds(kProbeTimeout));
   absl::MutexLock lock(&mu_);
   if (!datasets.ok()) {
     const bool was_up = h->up;
@@ -314,6 +414,10 @@ void HelperPool::Monitor() {
     {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), kTick)) return;
+      if (options_.placement ==
+          config::HelperOptions::Placement::kLocalFirst) {
+        SampleLocked();
+      }
       // A helper gone from the records is dropped once nothing of it is
       // open: no chunk reader will call ChunkEnded on it again.
       helpers_.erase(std::remove_if(helpers_.begin(), helpers_.end(),
@@ -348,10 +452,24 @@ void HelperPool::Monitor() {
   }
 }
 
-std::vector<HelperStats> HelperPool::Stats() const {
+std::vector<service::HelperStats> HelperPool::Stats() const {
   absl::MutexLock lock(&mu_);
-  std::vector<HelperStats> out;
-  for (const auto& h : helpers_) out.push_back(h->stats);
+  std::vector<service::HelperStats> out;
+  for (const auto& h : helpers_) {
+    service::HelperStats s = h->stats;
+    s.allowance =
+        options_.placement == config::HelperOptions::Placement::kLocalFirst
+            ? std::floor(h->allowance)
+            : options_.streams;
+    const HelperCounters& c = h->counters;
+    s.batches = c.batches;
+    s.samples = c.samples;
+    s.wire_bytes = c.wire_bytes;
+    s.payload_bytes = c.payload_bytes;
+    s.wait_seconds = c.wait_ns * 1e-9;
+    s.copy_seconds = c.copy_ns * 1e-9;
+    out.push_back(std::move(s));
+  }
   return out;
 }
 

@@ -2,6 +2,16 @@
 // ChunkPlacer that decides which chunks of a stream's batches they build
 // (docs/remote-design.md).
 //
+// Placement (placement.h): local_first sends a chunk to a helper only while
+// this daemon's worker pool has been saturated for a while and the stream
+// needs help, and stops once the pool has not been saturated for a while;
+// each helper then has as many chunks open as it delivers in time (its
+// allowance: halved when one of its batches holds a consumer up, grown
+// while they come in time; at most `streams`). remote_first: whenever a
+// helper has fewer than `streams` chunks open. A helper sends the uint8
+// rendering (OpenStream.raw) where the node can finish it, compressed as
+// `compress` says, over TLS when `tls` is set.
+//
 // Each helper is an ordinary stokerd reached over TCP with the C++ client
 // library. A helper is used only while it is up: a probe (ListDatasets)
 // answered, and it holds the stream's dataset under the same manifest
@@ -34,21 +44,11 @@
 #include "absl/synchronization/mutex.h"
 #include "server/config/options.h"
 #include "server/remote/chunk_reader.h"
+#include "server/remote/placement.h"
 #include "server/service/remote_source.h"
 #include "server/service/stream.h"
 
 namespace stoker::remote {
-
-// What one helper did since the daemon started, and its state now.
-struct HelperStats {
-  std::string address;
-  bool up = false;
-  uint32_t open_chunks = 0;
-  uint64_t chunks = 0;     // Chunks placed on it.
-  uint64_t batches = 0;    // Batches it delivered.
-  uint64_t failures = 0;   // Chunks that ended early with an error.
-  std::string last_error;  // The latest failure or refusal, or empty.
-};
 
 // The addresses "NAME:PORT" resolves to, as "IP:PORT" ("[IP]:PORT" for
 // IPv6), sorted, without repeats. NotFound when the name has no address.
@@ -62,8 +62,8 @@ absl::StatusOr<std::vector<std::string>> ResolveHelpers(
 class HelperPool : public service::ChunkPlacer {
  public:
   // `local_saturated` answers whether this daemon's own workers are the
-  // bottleneck now (local_first placement asks it before each chunk).
-  // `resolve` looks up `options.dns`.
+  // bottleneck now: more runnable tasks than workers (sampled by the
+  // monitor and before each chunk). `resolve` looks up `options.dns`.
   HelperPool(config::HelperOptions options,
              std::function<bool()> local_saturated,
              HelperResolver resolve = ResolveHelpers);
@@ -75,22 +75,29 @@ class HelperPool : public service::ChunkPlacer {
 
   uint32_t chunk_steps(uint32_t window) const override;
   std::shared_ptr<service::RemoteChunk> Place(
-      const service::StreamSpec& spec, const std::string& manifest_digest,
-      uint64_t steps_per_epoch, uint64_t begin, uint64_t end,
+      const service::ChunkRequest& request,
       std::weak_ptr<service::ChunkSink> sink) override;
 
-  std::vector<HelperStats> Stats() const;
+  std::vector<service::HelperStats> Stats() const;
+  // Whether new chunks go to helpers now: always with remote_first; with
+  // local_first, while the placement policy says so.
+  bool placing() const;
 
  private:
   struct Helper;
 
   void Monitor();
+  // Samples whether the local pool is saturated; logs a change of
+  // placement.
+  void SampleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Resolves options_.dns and adds, relists or unlists the DNS helpers.
   void Resolve();
   void AddHelperLocked(const std::string& address, bool from_dns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks `h` for its datasets; marks it up (with their digests) or down.
   void Probe(Helper* h);
+  // A chunk's reader handed a batch of `h` to its stream.
+  void BatchTaken(Helper* h, bool late);
   void ChunkEnded(Helper* h, const ChunkReader::Result& result);
   void MarkDownLocked(Helper* h, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -104,6 +111,7 @@ class HelperPool : public service::ChunkPlacer {
   // chunk), so the helpers it probes outside mu_ stay alive.
   std::vector<std::unique_ptr<Helper>> helpers_ ABSL_GUARDED_BY(mu_);
   std::string dns_error_ ABSL_GUARDED_BY(mu_);  // The last lookup's, logged.
+  PlacementPolicy policy_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Chunks not yet joined; the monitor joins the ones that finished.
   std::vector<std::shared_ptr<ChunkReader>> chunks_ ABSL_GUARDED_BY(mu_);

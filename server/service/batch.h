@@ -158,6 +158,14 @@ struct BatchTensor {
   size_t length = 0;
 };
 
+// How a batch's bytes travel where the transport sends them in its
+// message (OpenStream.compression; proto/payload_codec.h).
+enum class Compression {
+  kNone,
+  kZstd,
+  kAuto,  // In a request: compress when sending falls behind building.
+};
+
 // A finished batch, ready for its transport.
 struct ReadyBatch {
   uint64_t epoch = 0;
@@ -170,6 +178,11 @@ struct ReadyBatch {
   std::vector<uint32_t> skipped_reps;
   std::vector<BatchTensor> tensors;
   size_t bytes = 0;  // Payload bytes, from the start of the buffer.
+  // kZstd: the first `bytes` of the buffer are the payload encoded
+  // (proto/payload_codec.h), `decoded_bytes` once decoded; tensor offsets
+  // are into the decoded payload. kNone: decoded_bytes == bytes.
+  Compression compression = Compression::kNone;
+  size_t decoded_bytes = 0;
   std::unique_ptr<BatchBuffer> buffer;
   bool shared = false;  // Built once by a shared run for several streams.
 };

@@ -40,6 +40,8 @@ enum class Count {
   kBusyNs,
   kRemoteBatches,
   kRemoteRebuilt,
+  kCompressedBatches,
+  kCompressNs,
 };
 
 struct CountDef {
@@ -56,7 +58,8 @@ inline constexpr CountDef kCounts[] = {
     {Count::kBatches, "batches", "stoker_batches_total",
      "Batches delivered to consumers.", 1},
     {Count::kBytes, "bytes", "stoker_bytes_total",
-     "Bytes of batch payload delivered.", 1},
+     "Bytes of batch payload delivered, as sent (compressed where it was).",
+     1},
     {Count::kSkipped, "skipped", "stoker_corrupt_samples_total",
      "Corrupt samples (bad checksum or undecodable) left out of batches.", 1},
     {Count::kSharedBatches, "shared_batches", "stoker_shared_batches_total",
@@ -82,6 +85,15 @@ inline constexpr CountDef kCounts[] = {
      "Batches placed on a helper that did not deliver them (it failed, "
      "stalled or was refused), built here instead.",
      1},
+    {Count::kCompressedBatches, "compressed_batches",
+     "stoker_compressed_batches_total",
+     "Batches sent zstd-compressed (OpenStream.compression); "
+     "stoker_bytes_total counts their bytes as sent.",
+     1},
+    {Count::kCompressNs, "compress_seconds", "stoker_compress_seconds_total",
+     "Time workers spent compressing batches, including those that did not "
+     "get smaller and went as they were.",
+     1e-9},
 };
 inline constexpr int kNumCounts = sizeof(kCounts) / sizeof(kCounts[0]);
 

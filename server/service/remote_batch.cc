@@ -9,13 +9,15 @@
 
 namespace stoker::service {
 
-absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
-                                           uint64_t epoch, uint64_t step,
-                                           const std::vector<uint64_t>& ids,
-                                           const std::vector<uint32_t>& reps,
-                                           bool fail_on_corrupt,
-                                           const RemoteBatch& remote,
-                                           uint8_t* dst, size_t capacity) {
+absl::StatusOr<ReadyBatch> TakeHelperBatch(
+    const BatchLayout& layout, uint64_t epoch, uint64_t step,
+    const std::vector<uint64_t>& ids, const std::vector<uint32_t>& reps,
+    bool fail_on_corrupt, const RemoteBatch& remote, uint8_t* dst,
+    size_t capacity, const RenderedFinish* finish) {
+  if (remote.rendered && finish == nullptr) {
+    return absl::FailedPreconditionError(
+        "it sent a uint8 rendering, which this stream cannot finish");
+  }
   if (remote.epoch != epoch || remote.step != step) {
     return absl::FailedPreconditionError(
         absl::StrCat("sent epoch ", remote.epoch, " step ", remote.step,
@@ -73,7 +75,8 @@ absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
   // Each of this daemon's outputs, in its order and of its type, packed as
   // FinishBatch packs a batch: 64-byte aligned, back to back.
   const int64_t n = static_cast<int64_t>(kept);
-  const std::vector<tensor::OutputSlot>& slots = layout.slots();
+  const std::vector<tensor::OutputSlot>& slots =
+      remote.rendered ? finish->sent->slots() : layout.slots();
   if (remote.tensors.size() != slots.size()) {
     return absl::FailedPreconditionError(
         absl::StrCat("it sent ", remote.tensors.size(),
@@ -103,22 +106,40 @@ absl::StatusOr<ReadyBatch> TakeHelperBatch(const BatchLayout& layout,
       shape = {n + 1};
     }
     fits = fits && r->shape == shape;
-    tensor::TensorSpec spec = slot.spec;
-    spec.shape = shape;
-    if (!fits || r->size != spec.bytes()) {
+    tensor::TensorSpec sent = slot.spec;
+    sent.shape = shape;
+    if (!fits || r->size != sent.bytes()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "its tensor '", slot.spec.name,
           "' is not this daemon's output of that name (another pipeline "
           "definition?)"));
     }
+    // This daemon's tensor: the one sent, or its formatted image.
+    const bool format =
+        remote.rendered && t < finish->pipeline->num_image_outputs();
+    tensor::TensorSpec spec = sent;
+    if (format) {
+      spec = layout.slots()[t].spec;
+      spec.shape.insert(spec.shape.begin(), n);
+    }
+    const size_t bytes = spec.bytes();
     const size_t offset = BatchLayout::AlignUp(end);
-    if (offset + r->size > capacity) {
+    if (offset + bytes > capacity) {
       return absl::FailedPreconditionError(
           "its batch is larger than this daemon's batch buffer");
     }
-    std::memcpy(dst + offset, r->data, r->size);
-    tensors.push_back(BatchTensor{std::move(spec), offset, r->size});
-    end = offset + r->size;
+    if (format) {
+      const size_t from = n > 0 ? r->size / n : 0;
+      const size_t to = n > 0 ? bytes / n : 0;
+      for (int64_t i = 0; i < n; ++i) {
+        finish->pipeline->FormatRendered(t, r->data + i * from,
+                                         dst + offset + i * to);
+      }
+    } else {
+      std::memcpy(dst + offset, r->data, r->size);
+    }
+    tensors.push_back(BatchTensor{std::move(spec), offset, bytes});
+    end = offset + bytes;
   }
   ReadyBatch ready;
   ready.epoch = epoch;

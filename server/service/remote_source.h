@@ -40,6 +40,9 @@ struct RemoteTensor {
 
 // A batch a helper built, valid for the duration of the TakeRemote call.
 struct RemoteBatch {
+  // The helper sent the uint8 rendering (OpenStream.raw): the stream
+  // finishes it (BoundPipeline::FormatRendered, the batch op).
+  bool rendered = false;
   uint64_t epoch = 0;
   uint64_t step = 0;
   std::vector<uint64_t> sample_ids;
@@ -47,6 +50,16 @@ struct RemoteBatch {
   std::vector<uint32_t> sample_reps;   // Empty, or parallel to sample_ids.
   std::vector<uint32_t> skipped_reps;  // Empty, or parallel to skipped_ids.
   std::vector<RemoteTensor> tensors;
+};
+
+// What a stream says of a helper's batch it took.
+struct TakeReport {
+  // Copying, or finishing the rendering, into the stream's buffer.
+  int64_t copy_ns = 0;
+  // The stream's consumer was held up by it: it was the next batch to
+  // hand over while a later one was already finished. The placer gives
+  // that helper fewer chunks (docs/remote-design.md §1.1).
+  bool late = false;
 };
 
 // The stream a chunk delivers into.
@@ -59,8 +72,10 @@ class ChunkSink {
   // in and marks it done. Cancelled when the stream no longer wants it
   // (cancelled, failed); FailedPrecondition when the batch is not what the
   // stream would build. On an error the chunk stops and calls ChunkEnded.
+  // Fills *report (not null) as it goes.
   virtual absl::Status TakeRemote(uint64_t chunk, uint64_t pos,
-                                  const RemoteBatch& batch) = 0;
+                                  const RemoteBatch& batch,
+                                  TakeReport* report) = 0;
   // The chunk delivers nothing more, whether it delivered all of its
   // positions or failed: every position of it not yet taken is built by the
   // stream itself. The chunk writes nothing after this call.
@@ -78,21 +93,54 @@ class RemoteChunk {
   virtual bool cancelled() const = 0;
 };
 
+// One helper of this daemon, as metrics and `stoker top` see it: its state
+// now and what it did since the daemon started.
+struct HelperStats {
+  std::string address;
+  bool up = false;
+  uint32_t open_chunks = 0;
+  uint64_t chunks = 0;         // Chunks placed on it.
+  uint64_t batches = 0;        // Batches it delivered.
+  uint64_t samples = 0;
+  uint64_t failures = 0;       // Chunks that ended early with an error.
+  uint64_t rebuilt = 0;        // Batches of those chunks built here instead.
+  uint64_t late = 0;           // Batches that held a consumer up (TakeReport).
+  double allowance = 0;        // Chunks it may have open now.
+  uint64_t wire_bytes = 0;     // Batch bytes received, as sent.
+  uint64_t payload_bytes = 0;  // The same, decoded.
+  double wait_seconds = 0;     // Its chunks' readers waited for it.
+  // This daemon copying its batches in, or finishing its renderings.
+  double copy_seconds = 0;
+  std::string last_error;  // The latest failure or refusal, or empty.
+};
+
+// A chunk a stream offers its placer at a chunk boundary.
+struct ChunkRequest {
+  const StreamSpec* spec = nullptr;  // Borrowed for the Place call.
+  // Names the dataset's pack, which the helper's must equal.
+  std::string_view manifest_digest;
+  uint64_t steps_per_epoch = 0;
+  uint64_t begin = 0, end = 0;  // Linear positions [begin, end).
+  // Whether the stream can finish a helper's uint8 rendering
+  // (BoundPipeline::can_finish_rendered), so the helper may send that.
+  bool can_finish_rendered = false;
+  // How much the stream needs help now: its consumer's stall share over
+  // the last second of acks (0 without acks), and whether no finished
+  // batch waits in its window.
+  double stall_share = 0;
+  bool starved = false;
+};
+
 // Decides which chunks go to a helper, and opens them.
 class ChunkPlacer {
  public:
   virtual ~ChunkPlacer() = default;
-  // Positions per chunk (>= 1).
+  // Positions per chunk (>= 1) for a stream of `window` batches.
   virtual uint32_t chunk_steps(uint32_t window) const = 0;
-  // Opens a chunk of `spec`'s positions [begin, end) on a helper, or returns
-  // null: the stream builds them itself. `sink` is told about the chunk's
-  // batches under the id `begin`. `window` is the stream's window in
-  // batches; `manifest_digest` names the dataset's pack, which the helper's
-  // must equal.
-  virtual std::shared_ptr<RemoteChunk> Place(const StreamSpec& spec,
-                                             const std::string& manifest_digest,
-                                             uint64_t steps_per_epoch,
-                                             uint64_t begin, uint64_t end,
+  // Opens the chunk on a helper, or returns null: the stream builds its
+  // batches itself. `sink` is told about the chunk's batches under the id
+  // `request.begin`.
+  virtual std::shared_ptr<RemoteChunk> Place(const ChunkRequest& request,
                                              std::weak_ptr<ChunkSink> sink) = 0;
 };
 

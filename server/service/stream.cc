@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "proto/payload_codec.h"
 #include "server/pipeline/passthrough.h"
 #include "server/pipeline/sample_rng.h"
 #include "server/service/remote_batch.h"
@@ -92,6 +93,11 @@ Stream::Stream(Options options)
       manifest_digest_(placer_ != nullptr
                            ? dataset::ManifestDigest(dataset_->manifest())
                            : std::string()),
+      rendered_layout_(
+          placer_ != nullptr && pipeline_->can_finish_rendered()
+              ? std::make_optional<BatchLayout>(pipeline_->RenderedSlots(),
+                                                spec_.batch_size)
+              : std::nullopt),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
@@ -163,10 +169,17 @@ void Stream::PlaceLocked(Building* batch, uint64_t pos) {
     // Chunks start every `steps` positions from the stream's start, so a
     // chunk that ended early is not followed by a misaligned one.
     if ((pos - start_) % steps != 0) return;
-    const uint64_t end = std::min(end_, pos + steps);
-    std::shared_ptr<RemoteChunk> chunk =
-        placer_->Place(spec_, manifest_digest_, steps_per_epoch_, pos, end,
-                       std::weak_ptr<ChunkSink>(shared_from_this()));
+    ChunkRequest request;
+    request.spec = &spec_;
+    request.manifest_digest = manifest_digest_;
+    request.steps_per_epoch = steps_per_epoch_;
+    request.begin = pos;
+    request.end = std::min(end_, pos + steps);
+    request.can_finish_rendered = rendered_layout_.has_value();
+    NeedLocked(&request);
+    const uint64_t end = request.end;
+    std::shared_ptr<RemoteChunk> chunk = placer_->Place(
+        request, std::weak_ptr<ChunkSink>(shared_from_this()));
     if (chunk == nullptr) return;
     chunks_[pos] = std::move(chunk);
     chunk_begin_ = pos;
@@ -180,8 +193,22 @@ void Stream::PlaceLocked(Building* batch, uint64_t pos) {
   batch->chunk = chunk_begin_;
 }
 
+void Stream::NeedLocked(ChunkRequest* request) const {
+  double wait = 0, busy = 0;
+  for (const AckFigures& a : recent_acks_) {
+    wait += a.wait_seconds;
+    busy += a.busy_seconds;
+  }
+  request->stall_share = wait + busy > 0 ? wait / (wait + busy) : 0;
+  request->starved = true;
+  for (const auto& [seq, b] : building_) {
+    if (b->done) request->starved = false;
+  }
+}
+
 absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
-                                const RemoteBatch& remote) {
+                                const RemoteBatch& remote,
+                                TakeReport* report) {
   const uint64_t seq = pos - start_;
   Building* b = nullptr;
   {
@@ -218,20 +245,33 @@ absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
     b->source = Building::Source::kDelivering;
   }
   // Only this call touches b until it is marked done or given back.
-  absl::StatusOr<ReadyBatch> ready =
-      TakeHelperBatch(layout_, b->epoch, b->step, b->ids, b->reps,
-                      on_corrupt_ == OnCorrupt::kFail, remote,
-                      b->buffer->data(), b->buffer->capacity());
+  const int64_t start = NowNs();
+  const RenderedFinish finish{
+      rendered_layout_.has_value() ? &*rendered_layout_ : nullptr,
+      pipeline_.get()};
+  absl::StatusOr<ReadyBatch> ready = TakeHelperBatch(
+      layout_, b->epoch, b->step, b->ids, b->reps,
+      on_corrupt_ == OnCorrupt::kFail, remote, b->buffer->data(),
+      b->buffer->capacity(), rendered_layout_.has_value() ? &finish : nullptr);
+  if (ready.ok() && remote.rendered) RunBatchOp(b, *ready);
+  report->copy_ns += NowNs() - start;
+  if (!ready.ok()) {
+    absl::MutexLock lock(&mu_);
+    // ChunkEnded, which the chunk calls next, builds it here.
+    b->source = Building::Source::kRemote;
+    return ready.status();
+  }
+  b->delivered = *std::move(ready);
+  b->remote = true;
+  Encode(b);
   {
     absl::MutexLock lock(&mu_);
-    if (!ready.ok()) {
-      // ChunkEnded, which the chunk calls next, builds it here.
-      b->source = Building::Source::kRemote;
-      return ready.status();
-    }
-    b->delivered = *std::move(ready);
-    b->remote = true;
     b->done = true;
+    if (seq == deliver_seq_) {
+      for (const auto& [later, other] : building_) {
+        if (later > seq && other->done) report->late = true;
+      }
+    }
   }
   NotifyReady();
   return absl::OkStatus();
@@ -345,28 +385,56 @@ void Stream::FinishBatchOf(Building* batch) {
   }
   ready.tensors =
       FinishBatch(layout_, batch->buffer->data(), kept, &ready.bytes);
-  if (pipeline_->has_batch_op() && !kept.empty()) {
-    // The batch stage: after collation, on this worker, with the batch's
-    // own generator, so the batch is a function of its position alone.
-    const int64_t start = NowNs();
-    absl::InlinedVector<uint8_t*, 4> tensors;
-    for (const BatchTensor& t : ready.tensors) {
-      tensors.push_back(batch->buffer->data() + t.offset);
-    }
-    pipeline::SampleRng rng = pipeline::SampleRng::ForBatch(
-        spec_.seed, batch->epoch, batch->step, spec_.rank);
-    absl::Status status = pipeline_->RunBatch(
-        absl::MakeConstSpan(tensors), static_cast<uint32_t>(kept.size()), rng);
-    counters_->Observe(Stage::kAugment, NowNs() - start);
-    if (!status.ok()) {
-      batch->run_error = absl::Status(
-          status.code(),
-          absl::StrCat("batch op at epoch ", batch->epoch, " step ",
-                       batch->step, ": ", status.message()));
-      return;
-    }
-  }
+  RunBatchOp(batch, ready);
+  if (!batch->run_error.ok()) return;
   batch->delivered = std::move(ready);
+  Encode(batch);
+}
+
+void Stream::RunBatchOp(Building* batch, const ReadyBatch& ready) {
+  if (!pipeline_->has_batch_op() || ready.sample_ids.empty()) return;
+  // The batch stage: after collation, with the batch's own generator, so
+  // the batch is a function of its position alone.
+  const int64_t start = NowNs();
+  absl::InlinedVector<uint8_t*, 4> tensors;
+  for (const BatchTensor& t : ready.tensors) {
+    tensors.push_back(batch->buffer->data() + t.offset);
+  }
+  pipeline::SampleRng rng = pipeline::SampleRng::ForBatch(
+      spec_.seed, batch->epoch, batch->step, spec_.rank);
+  absl::Status status = pipeline_->RunBatch(
+      absl::MakeConstSpan(tensors),
+      static_cast<uint32_t>(ready.sample_ids.size()), rng);
+  counters_->Observe(Stage::kAugment, NowNs() - start);
+  if (!status.ok()) {
+    batch->run_error = absl::Status(
+        status.code(), absl::StrCat("batch op at epoch ", batch->epoch,
+                                    " step ", batch->step, ": ",
+                                    status.message()));
+  }
+}
+
+void Stream::Encode(Building* batch) {
+  ReadyBatch& ready = *batch->delivered;
+  ready.decoded_bytes = ready.bytes;
+  if (spec_.compression == Compression::kNone) return;
+  if (spec_.compression == Compression::kAuto) {
+    absl::MutexLock lock(&mu_);
+    bool behind = false;
+    for (const auto& [seq, b] : building_) {
+      if (b.get() == batch) break;
+      behind |= b->done;
+    }
+    if (!behind) return;
+  }
+  const int64_t start = NowNs();
+  const size_t encoded =
+      codec::CompressInPlace(batch->buffer->data(), ready.bytes);
+  counts_->Add(Count::kCompressNs, NowNs() - start);
+  if (encoded == 0) return;  // It would not get smaller.
+  ready.compression = Compression::kZstd;
+  ready.bytes = encoded;
+  counts_->Add(Count::kCompressedBatches, 1);
 }
 
 void Stream::NotifyReady() {
@@ -519,6 +587,14 @@ void Stream::RecordAck(double wait_seconds, double busy_seconds) {
   counts_->Add(Count::kAcks, 1);
   counts_->Add(Count::kWaitNs, static_cast<int64_t>(wait_seconds * 1e9));
   counts_->Add(Count::kBusyNs, static_cast<int64_t>(busy_seconds * 1e9));
+  if (placer_ == nullptr) return;
+  // The placer asks how much the consumer waited over the last second.
+  const int64_t now = NowNs();
+  absl::MutexLock lock(&mu_);
+  recent_acks_.push_back({now, wait_seconds, busy_seconds});
+  while (now - recent_acks_.front().at_ns > 1'000'000'000) {
+    recent_acks_.pop_front();
+  }
 }
 
 void Stream::RecordTransfer(int64_t nanoseconds) {

@@ -44,6 +44,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -99,6 +100,13 @@ struct StreamSpec {
   uint32_t hold = 0;  // Batches the consumer keeps beyond prefetch.
   bool share = false;  // Join a shared preprocessing run.
   std::string peer;    // Who opened it: "uid:N", "ip:ADDR" or "local".
+  // Send the uint8 rendering, before the format stage (BindMode::kRendered):
+  // a node's helper stream.
+  bool raw = false;
+  // How the batches the stream builds itself are encoded for a transport
+  // that sends them in its messages (kNone for the others). A shared run's
+  // batches go as they are.
+  Compression compression = Compression::kNone;
 };
 
 // The linear position (epoch * steps_per_epoch + step) a stream stops
@@ -200,7 +208,8 @@ class Stream : public BatchSource,
 
   // ChunkSink.
   absl::Status TakeRemote(uint64_t chunk, uint64_t pos,
-                          const RemoteBatch& batch) override;
+                          const RemoteBatch& batch,
+                          TakeReport* report) override;
   void ChunkEnded(uint64_t chunk) override;
 
   StreamStats stats() const;
@@ -217,6 +226,17 @@ class Stream : public BatchSource,
   // On the worker that wrote the batch's last sample: decides which samples
   // are kept (or the error that ends the stream) and runs FinishBatch.
   void FinishBatchOf(Building* batch);
+  // Runs the pipeline's batch op on `ready`, collated in batch->buffer;
+  // sets batch->run_error when it fails.
+  void RunBatchOp(Building* batch, const ReadyBatch& ready);
+  // Encodes batch->delivered in place as spec_.compression asks: always
+  // (kZstd), or when an earlier finished batch still waits to be taken,
+  // i.e. sending has fallen behind building (kAuto).
+  void Encode(Building* batch);
+  // Fills in how much `request`'s stream needs help: the stall share of
+  // the last second of acks, and whether its window has no finished batch.
+  void NeedLocked(ChunkRequest* request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes `batch`, at linear position `pos`, part of a helper's chunk when
   // it falls in the open one or starts a new one the placer places.
@@ -238,6 +258,9 @@ class Stream : public BatchSource,
   const uint64_t start_;  // Linear position of the first batch.
   ChunkPlacer* const placer_;  // Null when this stream places nothing.
   const std::string manifest_digest_;  // Set when placer_ is.
+  // What a helper's uint8 rendering of this stream's batches looks like;
+  // set when placer_ is and the pipeline can finish one.
+  const std::optional<BatchLayout> rendered_layout_;
 
   const std::shared_ptr<StreamCounters> counters_;
   // This stream's counts: part of counters_' label set, or of none.
@@ -264,6 +287,12 @@ class Stream : public BatchSource,
       ABSL_GUARDED_BY(mu_);
   uint64_t chunk_begin_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t chunk_end_ ABSL_GUARDED_BY(mu_) = 0;
+  // The acks of the last second, for the placer: (steady ns, wait, busy).
+  struct AckFigures {
+    int64_t at_ns;
+    double wait_seconds, busy_seconds;
+  };
+  std::deque<AckFigures> recent_acks_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 

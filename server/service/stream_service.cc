@@ -99,7 +99,10 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
   absl::StatusOr<const pipeline::Pipeline*> pipe =
       p.catalog->FindPipeline(spec.pipeline);
   if (!pipe.ok()) return pipe.status();
-  auto bound = (*pipe)->Bind(InputSchema((*dataset)->manifest()));
+  auto bound = (*pipe)->Bind(InputSchema((*dataset)->manifest()),
+                             spec.raw ? pipeline::BindMode::kRendered
+                                      : pipeline::BindMode::kOutput);
+  if (absl::IsFailedPrecondition(bound.status())) return bound.status();
   if (!bound.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("pipeline '", spec.pipeline, "' cannot run on dataset '",
@@ -236,10 +239,16 @@ absl::StatusOr<OpenedStream> StreamService::Complete(
   if (spec.share) {
     producer.emplace();
     producer->spec = options.spec;
+    // The run's batches are lent as they are, to every transport.
+    producer->spec.compression = Compression::kNone;
     producer->catalog = catalog;
     producer->dataset = dataset;
     producer->pipeline =
-        pending.pipeline->Bind(InputSchema(dataset->manifest())).value();
+        pending.pipeline
+            ->Bind(InputSchema(dataset->manifest()),
+                   spec.raw ? pipeline::BindMode::kRendered
+                            : pipeline::BindMode::kOutput)
+            .value();
     producer->sampler = *options.sampler;
     producer->pool = pool_;
     producer->on_corrupt = options_.on_corrupt;
@@ -314,7 +323,8 @@ absl::StatusOr<std::shared_ptr<BufferSource>> StreamService::JoinRun(
   const double weight = opened.ticket->weight();
   RunKey key{producer.catalog.get(), spec.dataset,    spec.pipeline,
              spec.seed,              spec.batch_size, spec.world_size,
-             spec.rank,              spec.drop_last,  spec.ra_reps};
+             spec.rank,              spec.drop_last,  spec.ra_reps,
+             spec.raw};
   absl::MutexLock lock(&mu_);
   std::vector<std::weak_ptr<SharedRun>>& runs = runs_[key];
   runs.erase(std::remove_if(runs.begin(), runs.end(),

@@ -204,11 +204,12 @@ class StreamService {
     uint32_t batch_size, world_size, rank;
     bool drop_last;
     uint32_t ra_reps;
+    bool raw;
     bool operator<(const RunKey& o) const {
       return std::tie(catalog, dataset, pipeline, seed, batch_size, world_size,
-                      rank, drop_last, ra_reps) <
+                      rank, drop_last, ra_reps, raw) <
              std::tie(o.catalog, o.dataset, o.pipeline, o.seed, o.batch_size,
-                      o.world_size, o.rank, o.drop_last, o.ra_reps);
+                      o.world_size, o.rank, o.drop_last, o.ra_reps, o.raw);
     }
   };
 

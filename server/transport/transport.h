@@ -121,6 +121,9 @@ class Transport {
   // Whether the client keeps batches in the transport's memory after
   // reading them, until it releases them (StreamSession::Window).
   virtual bool client_holds() const = 0;
+  // Whether batch bytes travel in the messages (Handover::payload), where
+  // a request may ask for them compressed (OpenStream.compression).
+  virtual bool sends_payload() const { return false; }
   // Sets up one stream. REQUIRES: Available().
   virtual absl::StatusOr<std::shared_ptr<Delivery>> Open(
       const OpenContext& context) = 0;

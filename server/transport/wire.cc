@@ -28,6 +28,17 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   spec.hold = open.hold();
   spec.share = open.share();
   spec.ra_reps = open.ra_reps() == 0 ? 1 : open.ra_reps();  // 0: unset.
+  spec.raw = open.raw();
+  switch (open.compression()) {
+    case v1::COMPRESSION_ZSTD:
+      spec.compression = service::Compression::kZstd;
+      break;
+    case v1::COMPRESSION_AUTO:
+      spec.compression = service::Compression::kAuto;
+      break;
+    default:  // NONE, or a value newer than this daemon.
+      break;
+  }
   return spec;
 }
 
@@ -70,6 +81,10 @@ void FillBatchMetadata(const service::ReadyBatch& batch, v1::Batch* out) {
     ToProto(t.spec, spec);
     spec->set_offset(t.offset);
     spec->set_length(t.length);
+  }
+  if (batch.compression == service::Compression::kZstd) {
+    out->set_compression(v1::COMPRESSION_ZSTD);
+    out->set_decoded_bytes(batch.decoded_bytes);
   }
 }
 

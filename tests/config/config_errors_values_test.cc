@@ -158,27 +158,27 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 TEST_F(ConfigErrorTest, HelperMistakesNameTheItem) {
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}
-helpers: {addresses: [10.0.0.2:7411, nowhere]}
+helpers: {addresses: [127.0.0.2:7411, nowhere]}
 datasets: {d: {path: $D}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
-            "stoker.yaml:3:38: helpers.addresses[1]: expected HOST:PORT like "
+            "stoker.yaml:3:39: helpers.addresses[1]: expected HOST:PORT like "
             "127.0.0.1:7411, got 'nowhere' (no port)");
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}
-helpers: {addresses: [10.0.0.2:7411, 10.0.0.2:7411]}
+helpers: {addresses: [127.0.0.2:7411, 127.0.0.2:7411]}
 datasets: {d: {path: $D}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
-            "stoker.yaml:3:38: helpers.addresses[1]: 10.0.0.2:7411 is listed "
+            "stoker.yaml:3:39: helpers.addresses[1]: 127.0.0.2:7411 is listed "
             "twice");
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}
-helpers: {addresses: [10.0.0.2:7411], placement: nearest}
+helpers: {addresses: [127.0.0.2:7411], placement: nearest}
 datasets: {d: {path: $D}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
-            "stoker.yaml:3:50: helpers.placement: expected local_first or "
+            "stoker.yaml:3:51: helpers.placement: expected local_first or "
             "remote_first, got nearest");
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}
@@ -190,12 +190,51 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
             "127.0.0.1:7411, got 'helpers.example' (no port)");
   EXPECT_EQ(Error(R"(
 listen: {unix: s.sock}
-helpers: {dns: 'helpers.example:7411', dns_refresh_seconds: 0}
+helpers: {dns: 'helpers.example:7411', dns_refresh_seconds: 0, insecure: true}
 datasets: {d: {path: $D}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
             "stoker.yaml:3:61: helpers.dns_refresh_seconds: expected a number "
             "of seconds from 1 to 3600, got '0'");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {addresses: [127.0.0.2:7411], compress: lz4, raw: maybe}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:50: helpers.compress: expected auto, zstd or none, "
+            "got lz4\n"
+            "stoker.yaml:3:60: helpers.raw: expected true or false, got "
+            "'maybe'");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {addresses: [127.0.0.2:7411], tls: {ca: ca.pem, cert: me.pem}}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:45: helpers.tls: a client certificate needs its key "
+            "and the key its certificate (cert and key, or neither)");
+}
+
+TEST_F(ConfigErrorTest, PlaintextToAHelperBeyondLoopbackIsRefused) {
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {addresses: [127.0.0.2:7411, 10.0.0.2:7411, "[::1]:7411"]}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:1: helpers: 10.0.0.2:7411 is beyond loopback: set "
+            "helpers.tls {ca: FILE} (the helpers' listen.tls), or "
+            "helpers.insecure: true for plaintext on a trusted network");
+  EXPECT_EQ(Error(R"(
+listen: {unix: s.sock}
+helpers: {dns: 'helpers.example:7411'}
+datasets: {d: {path: $D}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)"),
+            "stoker.yaml:3:1: helpers: helpers.example:7411 is beyond "
+            "loopback: set helpers.tls {ca: FILE} (the helpers' listen.tls), "
+            "or helpers.insecure: true for plaintext on a trusted network");
 }
 
 TEST_F(ConfigErrorTest, MissingDatasetDirectoryNamesThePathAndLine) {

@@ -171,6 +171,12 @@ helpers:
   chunk_steps: 3
   streams: 2
   stall_seconds: 1.5
+  saturated_ms: 50
+  idle_ms: 2000
+  stall_share: 0.1
+  raw: false
+  compress: zstd
+  tls: {ca: tls/ca.pem, cert: /etc/me.pem, key: me.key, server_name: helper}
 datasets: {train: {path: train}}
 pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
 )");
@@ -181,6 +187,34 @@ pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(h.chunk_steps, 3u);
   EXPECT_EQ(h.streams, 2u);
   EXPECT_DOUBLE_EQ(h.stall_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(h.saturated_ms, 50);
+  EXPECT_DOUBLE_EQ(h.idle_ms, 2000);
+  EXPECT_DOUBLE_EQ(h.stall_share, 0.1);
+  EXPECT_FALSE(h.raw);
+  EXPECT_EQ(h.compress, HelperOptions::Compress::kZstd);
+  EXPECT_TRUE(h.tls);
+  // Relative to the config file's directory.
+  EXPECT_EQ(h.tls_ca, (dir_.path() / "tls/ca.pem").string());
+  EXPECT_EQ(h.tls_cert, "/etc/me.pem");
+  EXPECT_EQ(h.tls_key, (dir_.path() / "me.key").string());
+  EXPECT_EQ(h.tls_server_name, "helper");
+}
+
+TEST_F(ConfigLoaderTest, HelpersDefaultToRawAutoCompressionAndPlaintextOnLoopback) {
+  dir_.MakeDir("train");
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: s.sock}
+helpers: {addresses: [127.0.0.1:7411, "localhost:7412"]}
+datasets: {train: {path: train}}
+pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  const HelperOptions& h = options->helpers;
+  EXPECT_EQ(h.placement, HelperOptions::Placement::kLocalFirst);
+  EXPECT_TRUE(h.raw);
+  EXPECT_EQ(h.compress, HelperOptions::Compress::kAuto);
+  EXPECT_FALSE(h.tls);
+  EXPECT_FALSE(h.insecure);
 }
 
 TEST_F(ConfigLoaderTest, RelativeDatasetPathResolvesAgainstConfigDirectory) {

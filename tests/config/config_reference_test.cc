@@ -44,7 +44,11 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(
       AllowedKeys("helpers"),
       ElementsAre("addresses", "dns", "dns_refresh_seconds", "placement",
-                  "chunk_steps", "streams", "stall_seconds"));
+                  "saturated_ms", "idle_ms", "stall_share", "raw", "compress",
+                  "tls", "insecure", "chunk_steps", "streams",
+                  "stall_seconds"));
+  EXPECT_THAT(AllowedKeys("helpers.tls"),
+              ElementsAre("ca", "cert", "key", "server_name"));
   EXPECT_THAT(AllowedKeys("jobs.JOB"), ElementsAre("weight"));
   EXPECT_THAT(AllowedKeys("metrics"), ElementsAre("listen"));
   EXPECT_THAT(AllowedKeys("datasets.NAME"), ElementsAre("path"));

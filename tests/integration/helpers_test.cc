@@ -42,7 +42,7 @@ std::unique_ptr<TestServer> StartNode(const TestServer& helper,
 }
 
 bool HelperUp(const TestServer& node) {
-  std::vector<remote::HelperStats> h =
+  std::vector<service::HelperStats> h =
       const_cast<TestServer&>(node).server()->HelperStats();
   return h.size() == 1 && h[0].up;
 }
@@ -88,9 +88,111 @@ TEST_F(HelpersTest, TheNodeSendsWhatTheHelperBuiltByteForByte) {
   EXPECT_EQ(got.ids, reference.ids);
   EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
   EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
-  const remote::HelperStats h = node->server()->HelperStats()[0];
+  const service::HelperStats h = node->server()->HelperStats()[0];
   EXPECT_GT(h.batches, 0u);
   EXPECT_EQ(h.failures, 0u);
+  // The helper sent uint8 32x32x3 renderings (and int64 labels), a quarter
+  // of the float32 the node delivers; the node normalized them.
+  ASSERT_GT(h.samples, 0u);
+  EXPECT_LT(h.payload_bytes / h.samples, 32 * 32 * 3 + 8 + 64);
+  EXPECT_GE(h.payload_bytes / h.samples, 32 * 32 * 3 + 8);
+  EXPECT_GT(h.copy_seconds, 0);
+}
+
+TEST_F(HelpersTest, WithoutRawTheHelperSendsTheFinishedOutputs) {
+  const Consumed reference = Consume(helper_->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  TestServerOptions o;
+  o.dataset_dir = helper_->dataset_dir();
+  o.workers = 1;
+  o.extra_yaml = absl::StrCat(
+      "helpers: {addresses: ['", helper_->target(),
+      "'], placement: remote_first, chunk_steps: 2, raw: false}\n");
+  std::unique_ptr<TestServer> node = StartOrDie(o);
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
+  const Consumed got = Consume(node->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  const service::HelperStats h = node->server()->HelperStats()[0];
+  ASSERT_GT(h.samples, 0u);
+  EXPECT_GE(h.payload_bytes / h.samples, 32 * 32 * 3 * 4 + 8);
+}
+
+// MixUp mixes the normalized images: the node runs it on the renderings it
+// finished, with the batch's generator, as it would on its own batches.
+TEST_F(HelpersTest, ABatchOpRunsOnTheRenderingsFinishedHere) {
+  const std::string mix =
+      "  mix:\n"
+      "    - decode_jpeg: {}\n"
+      "    - random_resized_crop: {size: 16}\n"
+      "    - random_flip: {}\n"
+      "    - normalize: {mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25]}\n"
+      "    - layout: chw\n"
+      "    - mixup_cutmix: {num_classes: 3, label_smoothing: 0.1}\n";
+  TestServerOptions h;
+  h.tcp_only = true;
+  h.workers = 1;
+  h.extra_yaml = mix;
+  std::unique_ptr<TestServer> helper = StartOrDie(h);
+  ASSERT_NE(helper, nullptr);
+  StreamOptions o = Options();
+  o.pipeline = "mix";
+  const Consumed reference = Consume(helper->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  std::unique_ptr<TestServer> node = StartNode(*helper, mix);
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
+  const Consumed got = Consume(node->target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
+  EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
+}
+
+TEST_F(HelpersTest, ZstdBatchesFromTheHelperDecodeToTheSameBytes) {
+  const Consumed reference = Consume(helper_->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  TestServerOptions o;
+  o.dataset_dir = helper_->dataset_dir();
+  o.workers = 1;
+  o.extra_yaml = absl::StrCat(
+      "helpers: {addresses: ['", helper_->target(),
+      "'], placement: remote_first, chunk_steps: 2, compress: zstd}\n");
+  std::unique_ptr<TestServer> node = StartOrDie(o);
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
+  const Consumed got = Consume(node->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
+  EXPECT_GT(NodeCount(*helper_, "compressed_batches"), 0);
+  const service::HelperStats h = node->server()->HelperStats()[0];
+  EXPECT_LT(h.wire_bytes, h.payload_bytes);
+}
+
+// Any grpc client may ask for compressed batches; they decode to the bytes
+// of an uncompressed stream.
+TEST_F(HelpersTest, AGrpcClientGetsTheSameBytesCompressedOrNot) {
+  const Consumed plain = Consume(helper_->target(), Options());
+  ASSERT_TRUE(absl::IsOutOfRange(plain.status)) << plain.status;
+  StreamOptions zstd = Options();
+  zstd.compression = Compression::kZstd;
+  const Consumed packed = Consume(helper_->target(), zstd);
+  ASSERT_TRUE(absl::IsOutOfRange(packed.status)) << packed.status;
+  EXPECT_EQ(packed.batches, plain.batches);
+  EXPECT_EQ(packed.ids, plain.ids);
+  EXPECT_GT(NodeCount(*helper_, "compressed_batches"), 0);
+  // Auto compresses only batches that wait to be sent; the bytes are the
+  // same either way.
+  StreamOptions automatic = Options();
+  automatic.compression = Compression::kAuto;
+  const Consumed maybe = Consume(helper_->target(), automatic);
+  ASSERT_TRUE(absl::IsOutOfRange(maybe.status)) << maybe.status;
+  EXPECT_EQ(maybe.batches, plain.batches);
 }
 
 // helpers.dns: the node finds its helper through a name (localhost, from
@@ -111,7 +213,7 @@ TEST_F(HelpersTest, ANodeFindsItsHelperByDnsName) {
   // localhost may also be ::1, where nothing listens: that one stays down.
   ASSERT_TRUE(WaitFor(
       [&] {
-        for (const remote::HelperStats& h : node->server()->HelperStats()) {
+        for (const service::HelperStats& h : node->server()->HelperStats()) {
           if (h.address == target && h.up) return true;
         }
         return false;
@@ -159,7 +261,7 @@ TEST_F(HelpersTest, AHelperWithAnotherPipelineOfTheSameNameIsNotUsed) {
   EXPECT_EQ(got.batches, reference.batches);
   EXPECT_EQ(NodeCount(*node, "remote_batches"), 0);
   EXPECT_GT(NodeCount(*node, "remote_rebuilt"), 0);
-  const remote::HelperStats stats = node->server()->HelperStats()[0];
+  const service::HelperStats stats = node->server()->HelperStats()[0];
   EXPECT_GT(stats.failures, 0u);
   EXPECT_THAT(stats.last_error, ::testing::HasSubstr("tensor 'image'"));
 }

@@ -63,6 +63,23 @@ DaemonStats Synthetic() {
   d.storage.push_back({"train",
                        "/mnt/nfs/train",
                        {"nfs4", StorageKind::kNetwork, "", "copy it"}});
+  service::HelperStats h;
+  h.address = "10.0.0.2:7411";
+  h.up = true;
+  h.open_chunks = 2;
+  h.allowance = 3;
+  h.chunks = 9;
+  h.batches = 17;
+  h.samples = 544;
+  h.failures = 1;
+  h.rebuilt = 2;
+  h.late = 4;
+  h.wire_bytes = 81'000'000;
+  h.payload_bytes = 82'000'000;
+  h.wait_seconds = 1.5;
+  h.copy_seconds = 0.25;
+  d.helpers.push_back(h);
+  d.placing_remote = true;
   return d;
 }
 
@@ -191,6 +208,28 @@ TEST(PrometheusCollectorTest, AutotuneGaugesShowWhatTheTunerChose) {
   d.autotune.prefetch_auto = true;
   text = RenderExposition(d);
   EXPECT_EQ(Value(text, "stoker_autotune_prefetch", ""), 8);
+}
+
+TEST(PrometheusCollectorTest, EachHelperHasItsSeries) {
+  const std::string text = RenderExposition(Synthetic());
+  constexpr char kH[] = R"(helper="10.0.0.2:7411")";
+  EXPECT_EQ(Value(text, "stoker_helpers_placing", ""), 1);
+  EXPECT_EQ(Value(text, "stoker_helper_up", kH), 1);
+  EXPECT_EQ(Value(text, "stoker_helper_open_chunks", kH), 2);
+  EXPECT_EQ(Value(text, "stoker_helper_chunk_allowance", kH), 3);
+  EXPECT_EQ(Value(text, "stoker_helper_batches_total", kH), 17);
+  EXPECT_EQ(Value(text, "stoker_helper_samples_total", kH), 544);
+  EXPECT_EQ(Value(text, "stoker_helper_failures_total", kH), 1);
+  EXPECT_EQ(Value(text, "stoker_helper_rebuilt_batches_total", kH), 2);
+  EXPECT_EQ(Value(text, "stoker_helper_late_batches_total", kH), 4);
+  EXPECT_EQ(Value(text, "stoker_helper_wire_bytes_total", kH), 81'000'000);
+  EXPECT_EQ(Value(text, "stoker_helper_payload_bytes_total", kH), 82'000'000);
+  EXPECT_EQ(Value(text, "stoker_helper_wait_seconds_total", kH), 1.5);
+  EXPECT_EQ(Value(text, "stoker_helper_copy_seconds_total", kH), 0.25);
+  // A daemon without helpers exports none of these.
+  DaemonStats alone = Synthetic();
+  alone.helpers.clear();
+  EXPECT_THAT(RenderExposition(alone), Not(HasSubstr("stoker_helper")));
 }
 
 TEST(PrometheusCollectorTest, EmptyDaemonRenders) {

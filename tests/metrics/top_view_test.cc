@@ -251,6 +251,49 @@ TEST(BuildViewTest, NetworkStorageMakesReadHeavyJobStorageBound) {
   EXPECT_EQ(v.verdict.bottleneck, Bottleneck::kStorage);
 }
 
+TEST(BuildViewTest, HelpersShowTheirRateShareAndBytesPerSample) {
+  v1::DaemonStats before = Base(10, 0);
+  AddLabels(&before, "a", 1000, 5, 5, 1000 * 0.004);
+  v1::HelperStats* h0 = before.add_helpers();
+  h0->set_address("10.0.0.2:7411");
+  h0->set_samples(100);
+  h0->set_wire_bytes(100 * 150000);
+  h0->set_copy_seconds(0.01);
+  v1::DaemonStats after = Base(12, 4'000'000'000);
+  AddLabels(&after, "a", 3000, 6, 8, 3000 * 0.004);
+  after.set_placing_remote(true);
+  v1::HelperStats* h1 = after.add_helpers();
+  h1->set_address("10.0.0.2:7411");
+  h1->set_up(true);
+  h1->set_open_chunks(2);
+  h1->set_allowance(4);
+  h1->set_samples(900);  // 800 of the interval's 2000 samples.
+  h1->set_wire_bytes(900 * 150000);
+  h1->set_copy_seconds(0.01 + 800 * 0.0002);
+  h1->set_failures(1);
+  h1->set_last_error("UNAVAILABLE: gone");
+  const TopView v = BuildView(before, after);
+  ASSERT_EQ(v.helpers.size(), 1u);
+  const HelperRow& h = v.helpers[0];
+  EXPECT_TRUE(h.up);
+  EXPECT_DOUBLE_EQ(h.samples_per_second, 400);
+  EXPECT_DOUBLE_EQ(h.share, 0.4);
+  EXPECT_DOUBLE_EQ(h.wire_bytes_per_sample, 150000);
+  EXPECT_NEAR(h.copy_seconds_per_sample, 0.0002, 1e-12);
+  EXPECT_EQ(h.failures, 1u);
+  EXPECT_TRUE(v.placing_remote);
+  const nlohmann::json j = ToJson(v);
+  EXPECT_EQ(j["helpers"][0]["address"], "10.0.0.2:7411");
+  EXPECT_DOUBLE_EQ(j["helpers"][0]["share"].get<double>(), 0.4);
+  const std::string screen = Render(v, "unix:/x.sock");
+  EXPECT_THAT(screen, HasSubstr("HELPERS  new chunks go to helpers"));
+  EXPECT_THAT(screen, HasSubstr("10.0.0.2:7411"));
+  EXPECT_THAT(screen, HasSubstr("146.5"));  // KB per sample.
+  // Without helpers in the config, no HELPERS section.
+  EXPECT_THAT(Render(BuildView(Base(1, 0), Base(2, 0)), "a"),
+              Not(HasSubstr("HELPERS")));
+}
+
 TEST(BuildViewTest, NoTrafficIsIdle) {
   v1::DaemonStats before = Base(1, 0);
   v1::DaemonStats after = Base(2, 0);

@@ -70,17 +70,19 @@ class Daemon:
     a file beside the socket (a pipe nobody drains would block the daemon
     once full: it logs every stream open and close)."""
 
-    def __init__(self, config, socket):
+    def __init__(self, config, socket, prefix=()):
         self.config = config
         self.socket = Path(socket)
         self.log_path = self.socket.parent / "stokerd.log"
+        self.prefix = [str(a) for a in prefix]  # e.g. taskset -c 0
         self.proc = None
 
     def start(self):
         # A socket file left by a killed daemon stays: stokerd must clear it.
         with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(
-                [str(STOKERD), "--config", str(self.config)], stderr=log)
+                self.prefix + [str(STOKERD), "--config", str(self.config)],
+                stderr=log)
         deadline = time.monotonic() + 30
         while not self._accepting():
             if self.proc.poll() is not None:

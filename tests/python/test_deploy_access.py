@@ -14,6 +14,7 @@ import pytest
 
 import stoker
 from conftest import STOKER, STOKERD, Daemon, run, write_config
+from pki import make_pki
 
 
 def start(tmp_path, dataset, listen_extra="", tcp=None, extra=""):
@@ -99,40 +100,9 @@ def test_unknown_unix_group_is_refused_at_start(dataset, tmp_path):
 
 # --- TLS --------------------------------------------------------------------
 
-def openssl(*args, cwd):
-    run(["openssl", *args], cwd=cwd)
-
-
-def make_ca(d, name):
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
-            "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-            f"{name}.key", "-out", f"{name}.pem", "-days", "2", "-subj",
-            f"/CN={name}", cwd=d)
-
-
-def make_cert(d, name, ca, extensions):
-    (d / f"{name}.ext").write_text(extensions)
-    openssl("req", "-newkey", "ec", "-pkeyopt",
-            "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-            f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}",
-            cwd=d)
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem",
-            "-CAkey", f"{ca}.key", "-CAcreateserial", "-out", f"{name}.pem",
-            "-days", "2", "-extfile", f"{name}.ext", cwd=d)
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    """A CA with a server certificate (localhost, 127.0.0.1) and a client
-    certificate, and another CA with a client certificate of its own."""
-    d = tmp_path_factory.mktemp("pki")
-    make_ca(d, "ca")
-    make_ca(d, "other-ca")
-    make_cert(d, "server", "ca", "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-              "extendedKeyUsage=serverAuth\n")
-    make_cert(d, "client", "ca", "extendedKeyUsage=clientAuth\n")
-    make_cert(d, "stranger", "other-ca", "extendedKeyUsage=clientAuth\n")
-    return d
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def tls_listen(pki, client_ca=False):

@@ -3,12 +3,14 @@ cluster can (no kubectl here): every object parses, the selectors, names
 and ports agree with each other, with the helper's config and with the node
 DaemonSet; the helper's config and a node config that finds the helpers by
 the Service's name both pass `stokerd --check-config`."""
+import copy
 import re
 from pathlib import Path
 
 import yaml
 
 from conftest import ROOT, STOKERD, run
+from pki import make_pki
 
 KUBE = ROOT / "deploy" / "kubernetes"
 CONTAINER = ROOT / "deploy" / "container"
@@ -31,9 +33,18 @@ def node_config():
         documents(CONTAINER / "daemonset.yaml")["ConfigMap"]["data"]["stokerd.yaml"])
 
 
-def check_config(config, tmp_path, dataset):
+def check_config(config, tmp_path, dataset, pki=None):
+    """stokerd --check-config on `config`, its dataset paths pointed at
+    `dataset` and its TLS files (read when it loads) at `pki`'s."""
     for d in config["datasets"].values():
         d["path"] = str(dataset)
+    files = {"tls.crt": "server.pem", "tls.key": "server.key",
+             "ca.crt": "ca.pem"}
+    for tls in (config["listen"].get("tls", {}),
+                config.get("helpers", {}).get("tls", {})):
+        for key, path in tls.items():
+            if key != "server_name":
+                tls[key] = str(pki / files[Path(path).name])
     if "unix" in config["listen"]:
         config["listen"]["unix"] = str(tmp_path / "stoker.sock")
     path = tmp_path / "stokerd.yaml"
@@ -71,7 +82,7 @@ def test_the_service_is_headless_and_selects_the_helper_pods_on_their_port():
     assert service_port["port"] == listen_port
     assert ports[service_port["targetPort"]] == listen_port
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        assert container[probe]["grpc"]["port"] == listen_port, probe
+        assert container[probe]["tcpSocket"]["port"] == listen_port, probe
     metrics_port = int(helper_config()["metrics"]["listen"].rsplit(":", 1)[1])
     assert ports["metrics"] == metrics_port
     assert int(pod["metadata"]["annotations"]["prometheus.io/port"]) == metrics_port
@@ -126,15 +137,38 @@ def test_the_helper_serves_what_the_nodes_serve_and_both_configs_load(
     helper, node = helper_config(), node_config()
     assert helper["datasets"] == node["datasets"]
     assert helper["pipelines"] == node["pipelines"]
+    pki = make_pki(tmp_path / "pki")
     (tmp_path / "helper").mkdir()
-    check_config(helper, tmp_path / "helper", dataset)
+    check_config(copy.deepcopy(helper), tmp_path / "helper", dataset, pki)
 
-    # The node finds the helpers by the Service's name, as both files say.
+    # The node finds the helpers by the Service's name over TLS, as both
+    # files say, with one line.
     service = helpers()["Service"]
     name = (f"{service['metadata']['name']}.{service['metadata']['namespace']}"
             f".svc.cluster.local:{service['spec']['ports'][0]['port']}")
-    assert f'helpers: {{dns: "{name}"}}' in (KUBE / "helpers.yaml").read_text()
-    assert f'helpers: {{dns: "{name}"}}' in (KUBE / "README.md").read_text()
-    node["helpers"] = {"dns": name}
+    lines = [re.search(r'helpers: \{dns: "' + re.escape(name) + r'".*\}',
+                       (KUBE / f).read_text()).group(0)
+             for f in ("helpers.yaml", "README.md")]
+    assert lines[0] == lines[1]
+    node["helpers"] = yaml.safe_load(lines[0])["helpers"]
+    # Mutual TLS: the helpers' CA and the node's client certificate, and a
+    # server name the helpers' certificate carries (the Service's).
+    assert set(node["helpers"]["tls"]) == {"ca", "cert", "key", "server_name"}
+    assert name.startswith(node["helpers"]["tls"]["server_name"])
+    assert helper["listen"]["tls"]["client_ca"] == node["helpers"]["tls"]["ca"]
     (tmp_path / "node").mkdir()
-    check_config(node, tmp_path / "node", dataset)
+    check_config(node, tmp_path / "node", dataset, pki)
+
+
+def test_the_helpers_mount_their_tls_secret_where_their_config_reads_it():
+    docs = helpers()
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    secret = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"]
+              if "secret" in v}
+    assert secret == {"tls": "stokerd-helper-tls"}
+    for path in helper_config()["listen"]["tls"].values():
+        assert path.startswith(mounts["tls"] + "/"), path
+    readme = (KUBE / "README.md").read_text()
+    assert "create secret generic stokerd-$who-tls" in readme

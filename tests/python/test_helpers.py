@@ -16,14 +16,19 @@ import time
 
 import pytest
 
-from conftest import ROOT, STOKER, TRAIN_PIPELINE, Daemon, make_images, run
+from conftest import (ROOT, STOKER, STOKERD, TRAIN_PIPELINE, Daemon,
+                      make_images, run)
+from pki import make_pki
 
 
 def daemon_config(folder, dataset, tcp=None, helpers=None, workers=1,
-                  pipelines=""):
+                  pipelines="", policy="placement: remote_first, "
+                  "chunk_steps: 2, stall_seconds: 2", listen_extra="",
+                  prefix=()):
     folder.mkdir(parents=True, exist_ok=True)
     socket = folder / "stoker.sock"
-    listen = f"{{unix: {socket}" + (f", tcp: '{tcp}'" if tcp else "") + "}"
+    listen = (f"{{unix: {socket}" + (f", tcp: '{tcp}'" if tcp else "") +
+              listen_extra + "}")
     text = (f"listen: {listen}\n"
             f"workers: {workers}\n"
             "memory_budget: 256MiB\n"
@@ -32,12 +37,10 @@ def daemon_config(folder, dataset, tcp=None, helpers=None, workers=1,
             "pipelines:\n" + TRAIN_PIPELINE + pipelines)
     if helpers is not None:
         addresses = ", ".join(f"'{a}'" for a in helpers)
-        text += (f"helpers: {{addresses: [{addresses}], "
-                 "placement: remote_first, chunk_steps: 2, "
-                 "stall_seconds: 2}\n")
+        text += f"helpers: {{addresses: [{addresses}], {policy}}}\n"
     config = folder / "stoker.yaml"
     config.write_text(text)
-    return Daemon(config, socket)
+    return Daemon(config, socket, prefix)
 
 
 def tcp_port(daemon):
@@ -50,11 +53,12 @@ def tcp_port(daemon):
 
 
 def stream(daemon, *extra, epochs=2, pipeline="train", batch_size=4,
-           check=True):
+           check=True, transport="grpc"):
     out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
                "train", "--pipeline", pipeline, "--batch-size", batch_size,
-               "--epochs", epochs, "--seed", 11, "--prefetch", 4, "--transport", "grpc",
-               "--json", "--quiet", *extra], check=check)
+               "--epochs", epochs, "--seed", 11, "--prefetch", 4,
+               "--transport", transport, "--json", "--quiet", *extra],
+              check=check)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -228,3 +232,121 @@ def test_a_stalled_helper_is_given_up_and_its_chunks_built_here(
     assert re.search(r"event=helper_down .*DEADLINE_EXCEEDED: no batch for 2 s",
                      node.log()), node.log()
     assert closed_stream_counts(node)[1] > 0
+
+
+def big_dataset(tmp_path, count=30):
+    """Photos large enough that decoding them keeps one core busy."""
+    src = tmp_path / "src-big"
+    run([sys.executable, ROOT / "bench" / "make_images.py", src, "--count",
+         count, "--classes", 3, "--seed", 4, "--min-size", 200, "--max-size",
+         320, "--jobs", 1])
+    big = tmp_path / "big"
+    run([STOKER, "pack", src, big])
+    return big
+
+
+def two_cores():
+    """Two CPUs this process may use, to pin a node and a helper apart; or
+    None where there are fewer (the daemons then share what there is)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+def pinned(core):
+    return () if core is None else ("taskset", "-c", core)
+
+
+def test_a_node_of_one_core_with_a_helper_of_one_core_sends_each_sample_once(
+        tmp_path, daemons):
+    # The issue's test: daemons pinned to separate cores stand for machines;
+    # the node places chunks by its default policy (local first), and the
+    # trainer gets the node-alone stream byte for byte, each sample once.
+    big = big_dataset(tmp_path)
+    cores = two_cores() or (None, None)
+    epochs = 60
+    alone = daemons(daemon_config(tmp_path / "alone", big,
+                                  pipelines=SLOW_PIPELINE,
+                                  prefix=pinned(cores[0])))
+    reference = stream(alone, epochs=epochs, pipeline="slow", batch_size=10,
+                       transport="shm")
+    alone.stop()
+    helper = daemons(daemon_config(tmp_path / "helper", big,
+                                   tcp="127.0.0.1:0", pipelines=SLOW_PIPELINE,
+                                   prefix=pinned(cores[1])))
+    node = daemons(daemon_config(tmp_path / "node", big,
+                                 helpers=[f"127.0.0.1:{tcp_port(helper)}"],
+                                 pipelines=SLOW_PIPELINE,
+                                 policy="placement: local_first",
+                                 prefix=pinned(cores[0])))
+    wait_for_log(node, r"event=helper_up")
+    ids_file = tmp_path / "ids.txt"
+    # Over shm, as a trainer on the node: the node's core builds batches
+    # rather than sending them, so its worker pool is what saturates.
+    got = stream(node, "--indices-out", ids_file, epochs=epochs,
+                 pipeline="slow", batch_size=10, transport="shm")
+    assert got["status"] == "OK", node.log()
+    assert got["content_digest"] == reference["content_digest"]
+    ids = [int(line) for line in ids_file.read_text().split()]
+    assert len(ids) == epochs * 30
+    for epoch in range(epochs):
+        assert sorted(ids[epoch * 30:(epoch + 1) * 30]) == list(range(30))
+    remote, rebuilt = closed_stream_counts(node)
+    assert remote > 0 and rebuilt == 0, node.log()
+    assert "event=helpers_placing remote=on" in node.log()
+
+
+def test_a_node_that_keeps_up_sends_nothing_to_its_helper(
+        dataset, tmp_path, daemons):
+    # A consumer slower than the node's one worker: the pool is never
+    # saturated, so local_first places no chunk on the idle helper.
+    helper = daemons(daemon_config(tmp_path / "helper", dataset,
+                                   tcp="127.0.0.1:0"))
+    node = daemons(daemon_config(tmp_path / "node", dataset,
+                                 helpers=[f"127.0.0.1:{tcp_port(helper)}"],
+                                 policy="placement: local_first"))
+    wait_for_log(node, r"event=helper_up")
+    got = stream(node, "--step-ms", 40, epochs=2)
+    assert got["status"] == "OK" and got["samples"] == 60
+    assert closed_stream_counts(node) == (0, 0)
+    assert "helpers_placing" not in node.log()
+
+
+def test_helpers_over_tls_build_the_same_bytes_and_a_wrong_ca_is_refused(
+        dataset, tmp_path, daemons):
+    pki = make_pki(tmp_path / "pki")
+    tls = f", tls: {{cert: {pki}/server.pem, key: {pki}/server.key}}"
+    helper = daemons(daemon_config(tmp_path / "helper", dataset,
+                                   tcp="127.0.0.1:0", listen_extra=tls))
+    reference = stream(helper)
+    address = f"127.0.0.1:{tcp_port(helper)}"
+    node = daemons(daemon_config(
+        tmp_path / "node", dataset, helpers=[address],
+        policy=f"placement: remote_first, chunk_steps: 2, "
+        f"tls: {{ca: {pki}/ca.pem}}"))
+    wait_for_log(node, r"event=helper_up")
+    got = stream(node)
+    assert got["status"] == "OK"
+    assert got["content_digest"] == reference["content_digest"]
+    assert closed_stream_counts(node)[0] > 0, node.log()
+
+    # A node that trusts another CA never gets past the handshake: the
+    # helper stays down and the node builds everything itself.
+    stranger = daemons(daemon_config(
+        tmp_path / "stranger", dataset, helpers=[address],
+        policy=f"placement: remote_first, tls: {{ca: {pki}/other-ca.pem}}"))
+    wait_for_log(stranger, r"event=helper_down .*UNAVAILABLE")
+    got = stream(stranger)
+    assert got["status"] == "OK"
+    assert got["content_digest"] == reference["content_digest"]
+    assert closed_stream_counts(stranger) == (0, 0)
+    assert "event=helper_up" not in stranger.log()
+
+
+def test_a_helper_tls_file_that_cannot_be_read_stops_the_daemon(
+        dataset, tmp_path):
+    node = daemon_config(tmp_path / "node", dataset,
+                         helpers=["127.0.0.1:7411"],
+                         policy=f"tls: {{ca: {tmp_path}/missing.pem}}")
+    out = run([STOKERD, "--config", node.config], check=False)
+    assert out.returncode != 0
+    assert f"helpers.tls.ca: cannot read '{tmp_path}/missing.pem'" in out.stderr

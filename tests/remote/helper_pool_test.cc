@@ -50,7 +50,7 @@ class FakeDns {
 
 std::vector<std::string> Addresses(const HelperPool& pool) {
   std::vector<std::string> out;
-  for (const HelperStats& h : pool.Stats()) out.push_back(h.address);
+  for (const service::HelperStats& h : pool.Stats()) out.push_back(h.address);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -92,7 +92,7 @@ TEST(HelperPoolDnsTest, HelpersFollowTheRecords) {
   EXPECT_THAT(Addresses(pool),
               ElementsAre("127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:9"));
   // Nothing is up (the ports are closed), so nothing is placed.
-  for (const HelperStats& h : pool.Stats()) {
+  for (const service::HelperStats& h : pool.Stats()) {
     EXPECT_FALSE(h.up) << h.address;
   }
   pool.Stop();

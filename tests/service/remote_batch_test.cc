@@ -1,5 +1,7 @@
 #include "server/service/remote_batch.h"
 
+#include <memory>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -127,6 +129,87 @@ TEST(TakeHelperBatchTest, MatchesCopiesByIdAndRep) {
   short_reps.batch.sample_reps = {0};
   EXPECT_THAT(take(short_reps.batch).status().message(),
               HasSubstr("another length"));
+}
+
+// The node's own pipeline: a 2x2 centre crop, normalized to float32 CHW,
+// which a helper sends as uint8 HWC renderings.
+std::unique_ptr<pipeline::BoundPipeline> Normalizing() {
+  const pipeline::OpArgs normalize = {
+      {"mean", std::vector<double>{0.5, 0.25, 0.0}},
+      {"std", std::vector<double>{0.5, 0.5, 0.25}}};
+  auto p = pipeline::Pipeline::Create(
+      "p", std::vector<pipeline::OpConfig>{
+               {"decode_jpeg", {}, 0},
+               {"center_crop", {{"size", int64_t{2}}}, 0},
+               {"normalize", normalize, 0},
+               {"layout", {{"value", std::string("chw")}}, 0}});
+  EXPECT_TRUE(p.ok()) << p.status();
+  auto bound = (*p)->Bind(
+      {pipeline::InputField::Image("image"),
+       pipeline::InputField::Dense("label", tensor::DType::kInt64)});
+  EXPECT_TRUE(bound.ok()) << bound.status();
+  return *std::move(bound);
+}
+
+TEST(TakeHelperBatchTest, FinishesARenderingIntoThisDaemonsFormat) {
+  std::unique_ptr<pipeline::BoundPipeline> pipeline = Normalizing();
+  const BatchLayout layout(pipeline->slots(), 3);
+  const BatchLayout sent(pipeline->RenderedSlots(), 3);
+  // Two samples of 2x2 RGB, and their labels.
+  std::vector<uint8_t> pixels(2 * 12);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t(i * 10);
+  std::vector<int64_t> labels = {1, 2};
+  RemoteBatch batch;
+  batch.rendered = true;
+  batch.epoch = 1;
+  batch.step = 4;
+  batch.sample_ids = {10, 12};
+  batch.skipped_ids = {11};
+  batch.tensors.push_back(
+      {"image", DType::kUint8, {2, 2, 2, 3}, pixels.data(), pixels.size()});
+  batch.tensors.push_back({"label", DType::kInt64, {2},
+                           reinterpret_cast<const uint8_t*>(labels.data()),
+                           16});
+  std::vector<uint8_t> buffer(layout.Capacity());
+  const RenderedFinish finish{&sent, pipeline.get()};
+  absl::StatusOr<ReadyBatch> ready =
+      TakeHelperBatch(layout, 1, 4, kIds, kNoReps, false, batch,
+                      buffer.data(), buffer.size(), &finish);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  ASSERT_EQ(ready->tensors.size(), 2u);
+  const BatchTensor& image = ready->tensors[0];
+  EXPECT_EQ(image.spec.dtype, DType::kFloat32);
+  EXPECT_EQ(image.spec.shape, (std::vector<int64_t>{2, 3, 2, 2}));
+  EXPECT_EQ(image.length, 2u * 12 * 4);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<uint8_t> want(48);
+    pipeline->FormatRendered(0, pixels.data() + i * 12, want.data());
+    EXPECT_EQ(std::memcmp(buffer.data() + image.offset + i * 48, want.data(),
+                          48),
+              0)
+        << "sample " << i;
+  }
+  // Channel 0 of sample 0's pixel (0, 0): (0 / 255 - 0.5) / 0.5.
+  float first;
+  std::memcpy(&first, buffer.data() + image.offset, 4);
+  EXPECT_FLOAT_EQ(first, -1.0f);
+  const BatchTensor& label = ready->tensors[1];
+  EXPECT_EQ(std::memcmp(buffer.data() + label.offset, labels.data(), 16), 0);
+
+  // A rendering where the stream has no way to finish one, and a float
+  // image where a rendering was announced, are refused.
+  EXPECT_THAT(TakeHelperBatch(layout, 1, 4, kIds, kNoReps, false, batch,
+                              buffer.data(), buffer.size())
+                  .status()
+                  .message(),
+              HasSubstr("cannot finish"));
+  RemoteBatch floats = batch;
+  floats.tensors[0].dtype = DType::kFloat32;
+  EXPECT_THAT(TakeHelperBatch(layout, 1, 4, kIds, kNoReps, false, floats,
+                              buffer.data(), buffer.size(), &finish)
+                  .status()
+                  .message(),
+              HasSubstr("tensor 'image' is not this daemon's output"));
 }
 
 }  // namespace

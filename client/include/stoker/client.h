@@ -123,6 +123,11 @@ class Batch {
   absl::StatusOr<RaggedView> FindRagged(const std::string& name) const;
   // Built once by a shared run and delivered to more than one stream.
   bool shared() const { return shared_; }
+  // Bytes of the batch that came in its message, as sent (compressed or
+  // not); 0 where the transport's memory holds them (shm).
+  size_t wire_bytes() const { return wire_bytes_; }
+  // The batch's bytes, decoded: what its tensors span.
+  size_t payload_bytes() const { return payload_bytes_; }
 
  private:
   friend class Stream;
@@ -134,6 +139,15 @@ class Batch {
   std::vector<uint32_t> skipped_reps_;
   std::vector<TensorView> tensors_;
   bool shared_ = false;
+  size_t wire_bytes_ = 0;
+  size_t payload_bytes_ = 0;
+};
+
+// How batch bytes travel over grpc (StreamOptions::compression).
+enum class Compression {
+  kNone,
+  kZstd,  // Every batch zstd-compressed, level 1.
+  kAuto,  // A batch compressed when sending falls behind building.
 };
 
 struct StreamOptions {
@@ -174,6 +188,12 @@ struct StreamOptions {
   // dataset, pipeline, seed, batch size, world size, rank, drop_last and
   // ra_reps get the same batches, built once.
   bool share = false;
+  // Each decoded image as its uint8 HWC rendering, before normalize,
+  // layout, tensor and batch ops (OpenStream.raw): what a node asks of its
+  // helpers. FailedPrecondition for a pipeline with a tensor op.
+  bool raw = false;
+  // grpc: how the batch bytes travel; decoded before Next() returns.
+  Compression compression = Compression::kNone;
 };
 
 // What the daemon said about a stream when it opened.

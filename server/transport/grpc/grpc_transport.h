@@ -1,7 +1,8 @@
 // The grpc transport: batch bytes travel in the StreamResponse on the call,
 // as a zero-copy payload (of the stream's heap buffer, or of the shared
-// run's buffer that lent it the batch). Works for any client, local or
-// remote.
+// run's buffer that lent it the batch), compressed where the request asked
+// (the stream encodes it in place: service::Compression). Works for any
+// client, local or remote.
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 #define STOKER_SERVER_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 
@@ -39,6 +40,7 @@ class GrpcTransport : public Transport {
  public:
   absl::Status Available() const override { return absl::OkStatus(); }
   bool client_holds() const override { return false; }
+  bool sends_payload() const override { return true; }
   absl::StatusOr<std::shared_ptr<Delivery>> Open(
       const OpenContext& context) override;
 };

@@ -103,6 +103,25 @@ void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out) {
   for (double b : service::LatencyHistogram::kBounds) {
     out->add_latency_bounds_seconds(b);
   }
+  for (const service::HelperStats& h : stats.helpers) {
+    v1::HelperStats* o = out->add_helpers();
+    o->set_address(h.address);
+    o->set_up(h.up);
+    o->set_open_chunks(h.open_chunks);
+    o->set_chunks(h.chunks);
+    o->set_batches(h.batches);
+    o->set_samples(h.samples);
+    o->set_failures(h.failures);
+    o->set_rebuilt(h.rebuilt);
+    o->set_wire_bytes(h.wire_bytes);
+    o->set_payload_bytes(h.payload_bytes);
+    o->set_wait_seconds(h.wait_seconds);
+    o->set_copy_seconds(h.copy_seconds);
+    o->set_last_error(h.last_error);
+    o->set_late(h.late);
+    o->set_allowance(h.allowance);
+  }
+  out->set_placing_remote(stats.placing_remote);
 }
 
 }  // namespace stoker::transport

@@ -115,6 +115,9 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
   service::StreamSpec spec = ToSpec(open);
   spec.transport = Transports::Name(open.transport());
   spec.client_holds = (*transport)->client_holds();
+  if (!(*transport)->sends_payload()) {
+    spec.compression = service::Compression::kNone;
+  }
   spec.peer = peer_;
   absl::Time deadline = absl::FromChrono(deadline_);
   if (open.open_timeout() > 0) {

@@ -4,6 +4,9 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+COMPRESSION_AUTO: Compression
+COMPRESSION_NONE: Compression
+COMPRESSION_ZSTD: Compression
 CUDA_HANDLE_LEGACY_IPC: CudaHandleKind
 CUDA_HANDLE_UNSPECIFIED: CudaHandleKind
 CUDA_HANDLE_VMM_POSIX_FD: CudaHandleKind
@@ -41,7 +44,9 @@ class AckList(_message.Message):
     def __init__(self, acks: _Optional[_Iterable[_Union[Ack, _Mapping]]] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ["epoch", "in_shared_ring", "payload", "sample_ids", "sample_reps", "shared", "skipped_ids", "skipped_reps", "slot", "step", "tensors"]
+    __slots__ = ["compression", "decoded_bytes", "epoch", "in_shared_ring", "payload", "sample_ids", "sample_reps", "shared", "skipped_ids", "skipped_reps", "slot", "step", "tensors"]
+    COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    DECODED_BYTES_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     IN_SHARED_RING_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +58,8 @@ class Batch(_message.Message):
     SLOT_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
+    compression: Compression
+    decoded_bytes: int
     epoch: int
     in_shared_ring: bool
     payload: bytes
@@ -64,7 +71,7 @@ class Batch(_message.Message):
     slot: int
     step: int
     tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
-    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., in_shared_ring: bool = ..., sample_reps: _Optional[_Iterable[int]] = ..., skipped_reps: _Optional[_Iterable[int]] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., in_shared_ring: bool = ..., sample_reps: _Optional[_Iterable[int]] = ..., skipped_reps: _Optional[_Iterable[int]] = ..., compression: _Optional[_Union[Compression, str]] = ..., decoded_bytes: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class CudaIpcRing(_message.Message):
     __slots__ = ["fd_socket", "gpu_uuid", "handle_kind", "legacy_handle", "ring_bytes", "slot_bytes", "slots", "token"]
@@ -87,28 +94,32 @@ class CudaIpcRing(_message.Message):
     def __init__(self, gpu_uuid: _Optional[str] = ..., handle_kind: _Optional[_Union[CudaHandleKind, str]] = ..., fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ..., ring_bytes: _Optional[int] = ..., legacy_handle: _Optional[bytes] = ...) -> None: ...
 
 class DaemonStats(_message.Message):
-    __slots__ = ["datasets", "errors", "labels", "latency_bounds_seconds", "memory", "open_streams", "pool", "storage", "streams", "uptime_seconds"]
+    __slots__ = ["datasets", "errors", "helpers", "labels", "latency_bounds_seconds", "memory", "open_streams", "placing_remote", "pool", "storage", "streams", "uptime_seconds"]
     DATASETS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    HELPERS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_BOUNDS_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     OPEN_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    PLACING_REMOTE_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
     STORAGE_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
     datasets: _containers.RepeatedCompositeFieldContainer[DatasetHealth]
     errors: _containers.RepeatedCompositeFieldContainer[ErrorCount]
+    helpers: _containers.RepeatedCompositeFieldContainer[HelperStats]
     labels: _containers.RepeatedCompositeFieldContainer[LabelStats]
     latency_bounds_seconds: _containers.RepeatedScalarFieldContainer[float]
     memory: MemoryStats
     open_streams: int
+    placing_remote: bool
     pool: WorkerPoolStats
     storage: _containers.RepeatedCompositeFieldContainer[StorageStats]
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     uptime_seconds: float
-    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ...) -> None: ...
+    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ..., helpers: _Optional[_Iterable[_Union[HelperStats, _Mapping]]] = ..., placing_remote: bool = ...) -> None: ...
 
 class DatasetHealth(_message.Message):
     __slots__ = ["damage", "dataset", "healthy"]
@@ -149,6 +160,40 @@ class ErrorCount(_message.Message):
 class GetStatsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class HelperStats(_message.Message):
+    __slots__ = ["address", "allowance", "batches", "chunks", "copy_seconds", "failures", "last_error", "late", "open_chunks", "payload_bytes", "rebuilt", "samples", "up", "wait_seconds", "wire_bytes"]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWANCE_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    COPY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    OPEN_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REBUILT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    UP_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WIRE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    allowance: float
+    batches: int
+    chunks: int
+    copy_seconds: float
+    failures: int
+    last_error: str
+    late: int
+    open_chunks: int
+    payload_bytes: int
+    rebuilt: int
+    samples: int
+    up: bool
+    wait_seconds: float
+    wire_bytes: int
+    def __init__(self, address: _Optional[str] = ..., up: bool = ..., open_chunks: _Optional[int] = ..., chunks: _Optional[int] = ..., batches: _Optional[int] = ..., samples: _Optional[int] = ..., failures: _Optional[int] = ..., rebuilt: _Optional[int] = ..., wire_bytes: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., copy_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., late: _Optional[int] = ..., allowance: _Optional[float] = ...) -> None: ...
 
 class LabelStats(_message.Message):
     __slots__ = ["acks", "batches", "busy_seconds", "bytes", "counts", "dataset", "job_id", "pipeline", "samples", "shared_batches", "skipped", "stages", "transport", "wait_seconds"]
@@ -232,8 +277,9 @@ class NoticeSocket(_message.Message):
     def __init__(self, path: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
 
 class OpenStream(_message.Message):
-    __slots__ = ["batch_size", "dataset", "drop_last", "end", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "notice_socket", "open_timeout", "pipeline", "prefetch", "ra_reps", "rank", "seed", "share", "start", "transport", "weight", "world_size"]
+    __slots__ = ["batch_size", "compression", "dataset", "drop_last", "end", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "notice_socket", "open_timeout", "pipeline", "prefetch", "ra_reps", "rank", "raw", "seed", "share", "start", "transport", "weight", "world_size"]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSION_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DROP_LAST_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
@@ -247,6 +293,7 @@ class OpenStream(_message.Message):
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    RAW_FIELD_NUMBER: _ClassVar[int]
     RA_REPS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
@@ -255,6 +302,7 @@ class OpenStream(_message.Message):
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
+    compression: Compression
     dataset: str
     drop_last: bool
     end: Position
@@ -269,13 +317,14 @@ class OpenStream(_message.Message):
     prefetch: int
     ra_reps: int
     rank: int
+    raw: bool
     seed: int
     share: bool
     start: Position
     transport: Transport
     weight: float
     world_size: int
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ..., notice_socket: bool = ..., end: _Optional[_Union[Position, _Mapping]] = ..., ra_reps: _Optional[int] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ..., notice_socket: bool = ..., end: _Optional[_Union[Position, _Mapping]] = ..., ra_reps: _Optional[int] = ..., raw: bool = ..., compression: _Optional[_Union[Compression, str]] = ...) -> None: ...
 
 class PipelineInfo(_message.Message):
     __slots__ = ["name", "ops", "outputs"]
@@ -482,6 +531,9 @@ class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Compression(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class CudaHandleKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
