@@ -52,5 +52,8 @@ def test_smoke_run_reports_every_configuration(tmp_path):
 
     assert report["same_bytes"] is True
     assert report["wire_variants"]
+    if report["wire_support"] == {"raw": True, "compress": True}:
+        assert set(report["wire_variants"]) == {
+            "float32", "raw uint8", "raw uint8 + zstd"}
     for name, v in report["wire_variants"].items():
         assert v["wire"]["bytes_per_sample"] > 0, name
