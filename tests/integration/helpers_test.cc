@@ -29,15 +29,17 @@ std::unique_ptr<TestServer> StartOrDie(const TestServerOptions& o) {
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-// A node serving `helper`'s dataset, with `helper` as its only helper.
-std::unique_ptr<TestServer> StartNode(const TestServer& helper,
-                                      const std::string& extra = "") {
+// A node serving `helper`'s dataset, with `helper` as its only helper and
+// `policy` for the rest of its `helpers` map; `extra` adds pipelines.
+std::unique_ptr<TestServer> StartNode(
+    const TestServer& helper, const std::string& extra = "",
+    const std::string& policy =
+        "placement: remote_first, chunk_steps: 2, stall_seconds: 2") {
   TestServerOptions o;
   o.dataset_dir = helper.dataset_dir();
   o.workers = 1;
-  o.extra_yaml = absl::StrCat(
-      extra, "helpers: {addresses: ['", helper.target(),
-      "'], placement: remote_first, chunk_steps: 2, stall_seconds: 2}\n");
+  o.extra_yaml = absl::StrCat(extra, "helpers: {addresses: ['",
+                              helper.target(), "'], ", policy, "}\n");
   return StartOrDie(o);
 }
 
@@ -102,13 +104,8 @@ TEST_F(HelpersTest, TheNodeSendsWhatTheHelperBuiltByteForByte) {
 TEST_F(HelpersTest, WithoutRawTheHelperSendsTheFinishedOutputs) {
   const Consumed reference = Consume(helper_->target(), Options());
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
-  TestServerOptions o;
-  o.dataset_dir = helper_->dataset_dir();
-  o.workers = 1;
-  o.extra_yaml = absl::StrCat(
-      "helpers: {addresses: ['", helper_->target(),
-      "'], placement: remote_first, chunk_steps: 2, raw: false}\n");
-  std::unique_ptr<TestServer> node = StartOrDie(o);
+  std::unique_ptr<TestServer> node = StartNode(
+      *helper_, "", "placement: remote_first, chunk_steps: 2, raw: false");
   ASSERT_NE(node, nullptr);
   ASSERT_TRUE(
       WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
@@ -155,13 +152,8 @@ TEST_F(HelpersTest, ABatchOpRunsOnTheRenderingsFinishedHere) {
 TEST_F(HelpersTest, ZstdBatchesFromTheHelperDecodeToTheSameBytes) {
   const Consumed reference = Consume(helper_->target(), Options());
   ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
-  TestServerOptions o;
-  o.dataset_dir = helper_->dataset_dir();
-  o.workers = 1;
-  o.extra_yaml = absl::StrCat(
-      "helpers: {addresses: ['", helper_->target(),
-      "'], placement: remote_first, chunk_steps: 2, compress: zstd}\n");
-  std::unique_ptr<TestServer> node = StartOrDie(o);
+  std::unique_ptr<TestServer> node = StartNode(
+      *helper_, "", "placement: remote_first, chunk_steps: 2, compress: zstd");
   ASSERT_NE(node, nullptr);
   ASSERT_TRUE(
       WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));

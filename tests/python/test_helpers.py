@@ -71,6 +71,16 @@ def closed_stream_counts(daemon):
     return int(fields["remote_batches"]), int(fields["remote_rebuilt"])
 
 
+def assert_each_sample_once(ids_file, epochs, samples):
+    """The ids a consumer wrote (--indices-out): every sample of each
+    epoch once."""
+    ids = [int(line) for line in ids_file.read_text().split()]
+    assert len(ids) == epochs * samples
+    for epoch in range(epochs):
+        assert (sorted(ids[epoch * samples:(epoch + 1) * samples]) ==
+                list(range(samples)))
+
+
 def wait_for_log(daemon, pattern, timeout=10):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -172,10 +182,7 @@ def test_a_helper_killed_ten_times_loses_and_repeats_nothing(tmp_path,
     got = json.loads(out.strip().splitlines()[-1])
     assert got["status"] == "OK", node.log()
     assert got["content_digest"] == reference["content_digest"]
-    ids = [int(line) for line in ids_file.read_text().split()]
-    assert len(ids) == epochs * 30
-    for epoch in range(epochs):
-        assert sorted(ids[epoch * 30:(epoch + 1) * 30]) == list(range(30))
+    assert_each_sample_once(ids_file, epochs, 30)
     remote, rebuilt = closed_stream_counts(node)
     assert remote > 0 and rebuilt > 0, node.log()
     assert "event=helper_down" in node.log()
@@ -286,10 +293,7 @@ def test_a_node_of_one_core_with_a_helper_of_one_core_sends_each_sample_once(
                  pipeline="slow", batch_size=10, transport="shm")
     assert got["status"] == "OK", node.log()
     assert got["content_digest"] == reference["content_digest"]
-    ids = [int(line) for line in ids_file.read_text().split()]
-    assert len(ids) == epochs * 30
-    for epoch in range(epochs):
-        assert sorted(ids[epoch * 30:(epoch + 1) * 30]) == list(range(30))
+    assert_each_sample_once(ids_file, epochs, 30)
     remote, rebuilt = closed_stream_counts(node)
     assert remote > 0 and rebuilt == 0, node.log()
     assert "event=helpers_placing remote=on" in node.log()
