@@ -20,7 +20,6 @@ namespace stoker::remote {
 namespace {
 
 using metrics::Log;
-using service::Compression;
 using metrics::LogLevel;
 
 constexpr absl::Duration kFirstBackoff = absl::Seconds(1);

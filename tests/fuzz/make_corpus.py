@@ -360,6 +360,17 @@ def npys():
             .ljust(59) + b"\n" + b"\0" * 4}
 
 
+def payloads():
+    # Two bytes of claimed size (in units of 64 bytes), then the encoding
+    # (proto/payload_codec.h). A block stored as it is needs no zstd here:
+    # 128 bytes, then the trailer: its stored size, the block size, one block.
+    body = bytes(range(128))
+    stored = body + struct.pack("<III", 128, 1 << 20, 1)
+    return {"stored-block": b"\x00\x02" + stored,
+            "pattern": b"\x00\x01" + b"abcd" * 16,
+            "short": b"\x00\x00\x01"}
+
+
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "corpus"
     for target, seeds in [("fuzz_jpeg", jpegs()), ("fuzz_image", images()),
@@ -369,7 +380,8 @@ def main():
                           ("fuzz_request", requests()),
                           ("fuzz_tar", tars()), ("fuzz_tfrecord", tfrecords()),
                           ("fuzz_pickle", pickles()),
-                          ("fuzz_msgpack", msgpacks()), ("fuzz_npy", npys())]:
+                          ("fuzz_msgpack", msgpacks()), ("fuzz_npy", npys()),
+                          ("fuzz_payload", payloads())]:
         d = out / target
         d.mkdir(parents=True, exist_ok=True)
         for name, data in seeds.items():

@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#TARGETS[@]} -eq 0 ] &&
   TARGETS=(fuzz_record fuzz_manifest fuzz_config fuzz_request fuzz_jpeg fuzz_image
-           fuzz_tar fuzz_tfrecord fuzz_pickle fuzz_msgpack fuzz_npy)
+           fuzz_tar fuzz_tfrecord fuzz_pickle fuzz_msgpack fuzz_npy fuzz_payload)
 
 case "$OPT" in
   0|1|2) ;;
