@@ -185,16 +185,9 @@ void ConfigReader::ReadListen(const MapEntry& entry) {
       tls = e;
       ReadTls(e);
     } else if (e.key == "insecure_remote") {
-      const std::optional<bool> value =
-          e.value.IsScalar() ? internal::ParseBool(e.value.Scalar())
-                             : std::nullopt;
-      if (value) {
+      if (auto value =
+              internal::ReadBool(e, "listen.insecure_remote", diag_)) {
         options_.listen.insecure_remote = *value;
-      } else {
-        diag_.Error(e.value_mark,
-                    absl::StrCat("listen.insecure_remote: expected true or "
-                                 "false, got ",
-                                 Describe(e.value)));
       }
     }
   }

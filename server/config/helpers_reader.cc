@@ -38,17 +38,6 @@ void ReadAddresses(const MapEntry& entry, HelperOptions* out,
   }
 }
 
-std::optional<bool> ReadFlag(const MapEntry& e, const std::string& key,
-                             Diagnostics& diag) {
-  std::optional<bool> value =
-      e.value.IsScalar() ? ParseBool(e.value.Scalar()) : std::nullopt;
-  if (!value) {
-    diag.Error(e.value_mark, absl::StrCat(key, ": expected true or false, got ",
-                                          Describe(e.value)));
-  }
-  return value;
-}
-
 void ReadTls(const MapEntry& entry, const std::filesystem::path& base_dir,
              HelperOptions* out, Diagnostics& diag) {
   out->tls = true;
@@ -83,8 +72,7 @@ bool OnLoopback(const std::string& address) {
   if (host.size() >= 2 && host.front() == '[') {
     host = host.substr(1, host.size() - 2);
   }
-  return host == "localhost" || host == "::1" ||
-         absl::StartsWith(host, "127.");
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace
@@ -141,7 +129,7 @@ void ReadHelpers(const MapEntry& entry, const std::filesystem::path& base_dir,
         out->stall_share = *share;
       }
     } else if (e.key == "raw") {
-      if (auto raw = ReadFlag(e, key, diag)) out->raw = *raw;
+      if (auto raw = ReadBool(e, key, diag)) out->raw = *raw;
     } else if (e.key == "compress") {
       std::optional<std::string> c =
           ReadString(e, key, "auto, zstd or none", diag);
@@ -153,13 +141,14 @@ void ReadHelpers(const MapEntry& entry, const std::filesystem::path& base_dir,
       } else if (*c == "none") {
         out->compress = HelperOptions::Compress::kNone;
       } else {
-        diag.Error(e.value_mark,
-                   absl::StrCat(key, ": expected auto, zstd or none, got ", *c));
+        diag.Error(
+            e.value_mark,
+            absl::StrCat(key, ": expected auto, zstd or none, got ", *c));
       }
     } else if (e.key == "tls") {
       ReadTls(e, base_dir, out, diag);
     } else if (e.key == "insecure") {
-      if (auto insecure = ReadFlag(e, key, diag)) out->insecure = *insecure;
+      if (auto insecure = ReadBool(e, key, diag)) out->insecure = *insecure;
     }
   }
   if (out->tls || out->insecure) return;

@@ -32,6 +32,18 @@ std::optional<std::string> ReadString(const MapEntry& entry,
   return std::nullopt;
 }
 
+std::optional<bool> ReadBool(const MapEntry& entry, absl::string_view key,
+                             Diagnostics& diag) {
+  std::optional<bool> value =
+      entry.value.IsScalar() ? ParseBool(entry.value.Scalar()) : std::nullopt;
+  if (!value) {
+    diag.Error(entry.value_mark,
+               absl::StrCat(key, ": expected true or false, got ",
+                            Describe(entry.value)));
+  }
+  return value;
+}
+
 std::optional<std::string> ReadAddress(const MapEntry& entry,
                                        absl::string_view key,
                                        Diagnostics& diag) {

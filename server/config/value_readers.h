@@ -27,6 +27,10 @@ std::optional<std::string> ReadString(const MapEntry& entry,
                                       absl::string_view expected,
                                       Diagnostics& diag);
 
+// true or false (yes/no, on/off: ParseBool).
+std::optional<bool> ReadBool(const MapEntry& entry, absl::string_view key,
+                             Diagnostics& diag);
+
 // "HOST:PORT" or "[V6ADDR]:PORT", port 0..65535.
 std::optional<std::string> ReadAddress(const MapEntry& entry,
                                        absl::string_view key,
