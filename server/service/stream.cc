@@ -7,12 +7,11 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "proto/payload_codec.h"
 #include "server/pipeline/passthrough.h"
 #include "server/pipeline/sample_rng.h"
-#include "server/service/remote_batch.h"
 #include "server/service/shared_run.h"
+#include "server/service/stream_building.h"
 
 namespace stoker::service {
 namespace {
@@ -51,31 +50,6 @@ uint64_t EndPosition(const StreamSpec& spec, uint64_t steps_per_epoch) {
   return end;
 }
 
-// A batch being built. Each of its samples is written by exactly one task;
-// the task that finishes last marks the batch done. Or, for a stream on a
-// shared run, the run delivers it whole; or a helper's chunk does.
-struct Stream::Building {
-  enum class Source { kTasks, kRun, kRemote, kDelivering };
-  uint64_t epoch = 0;
-  uint64_t step = 0;
-  std::vector<uint64_t> ids;
-  std::vector<uint32_t> reps;  // Parallel to ids: which copy (ra_reps).
-  std::unique_ptr<BatchBuffer> buffer;
-  std::atomic<uint32_t> remaining{0};
-  std::vector<absl::Status> errors;  // Slot i written only by sample i's task.
-  bool done = false;                 // Guarded by the stream's mu_.
-  Source source = Source::kTasks;    // Guarded by the stream's mu_.
-  uint64_t chunk = 0;   // kRemote: the chunk's id. Guarded by the stream's mu_.
-  bool remote = false;  // Delivered by a helper.
-  // Set when the run or a helper delivered it, or the worker that wrote its
-  // last sample finished it: the batch's description (its buffer is
-  // `buffer`), or the error that ends the stream there.
-  std::optional<ReadyBatch> delivered;
-  absl::Status run_error;
-  // Its samples were not run (the stream was cancelled): never delivered.
-  bool abandoned = false;
-};
-
 Stream::Stream(Options options)
     : spec_(std::move(options.spec)),
       catalog_(std::move(options.catalog)),
@@ -93,11 +67,10 @@ Stream::Stream(Options options)
       manifest_digest_(placer_ != nullptr
                            ? dataset::ManifestDigest(dataset_->manifest())
                            : std::string()),
-      rendered_layout_(
-          placer_ != nullptr && pipeline_->can_finish_rendered()
-              ? std::make_optional<BatchLayout>(pipeline_->RenderedSlots(),
-                                                spec_.batch_size)
-              : std::nullopt),
+      rendered_layout_(placer_ != nullptr && pipeline_->can_finish_rendered()
+                           ? std::make_optional<BatchLayout>(
+                                 pipeline_->RenderedSlots(), spec_.batch_size)
+                           : std::nullopt),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
@@ -161,138 +134,6 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
     SubmitSamples(batch);
   }
   return true;
-}
-
-void Stream::PlaceLocked(Building* batch, uint64_t pos) {
-  if (pos >= chunk_end_) {
-    const uint64_t steps = placer_->chunk_steps(spec_.prefetch);
-    // Chunks start every `steps` positions from the stream's start, so a
-    // chunk that ended early is not followed by a misaligned one.
-    if ((pos - start_) % steps != 0) return;
-    ChunkRequest request;
-    request.spec = &spec_;
-    request.manifest_digest = manifest_digest_;
-    request.steps_per_epoch = steps_per_epoch_;
-    request.begin = pos;
-    request.end = std::min(end_, pos + steps);
-    request.can_finish_rendered = rendered_layout_.has_value();
-    NeedLocked(&request);
-    const uint64_t end = request.end;
-    std::shared_ptr<RemoteChunk> chunk = placer_->Place(
-        request, std::weak_ptr<ChunkSink>(shared_from_this()));
-    if (chunk == nullptr) return;
-    chunks_[pos] = std::move(chunk);
-    chunk_begin_ = pos;
-    chunk_end_ = end;
-  }
-  if (chunks_.count(chunk_begin_) == 0) {  // Ended early: build it here.
-    counts_->Add(Count::kRemoteRebuilt, 1);
-    return;
-  }
-  batch->source = Building::Source::kRemote;
-  batch->chunk = chunk_begin_;
-}
-
-void Stream::NeedLocked(ChunkRequest* request) const {
-  double wait = 0, busy = 0;
-  for (const AckFigures& a : recent_acks_) {
-    wait += a.wait_seconds;
-    busy += a.busy_seconds;
-  }
-  request->stall_share = wait + busy > 0 ? wait / (wait + busy) : 0;
-  request->starved = true;
-  for (const auto& [seq, b] : building_) {
-    if (b->done) request->starved = false;
-  }
-}
-
-absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
-                                const RemoteBatch& remote,
-                                TakeReport* report) {
-  const uint64_t seq = pos - start_;
-  Building* b = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    // The chunk runs ahead of Fill by at most the helper's window: wait for
-    // the stream to start the batch, i.e. to give it a buffer. The flags
-    // checked outside mu_ (the stream's and the chunk's cancellation) are
-    // seen within the timeout.
-    auto it = chunks_.find(chunk);
-    if (it == chunks_.end()) {
-      return absl::CancelledError("the stream no longer waits for the chunk");
-    }
-    const std::shared_ptr<RemoteChunk> remote_chunk = it->second;
-    auto started = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return cancelled_ || remote_chunk->cancelled() || !status_.ok() ||
-             building_.count(seq) != 0 || chunks_.count(chunk) == 0 ||
-             AtEndLocked();
-    };
-    while (!mu_.AwaitWithTimeout(absl::Condition(&started),
-                                 absl::Milliseconds(50))) {
-    }
-    if (cancelled_ || remote_chunk->cancelled() || !status_.ok()) {
-      return absl::CancelledError("the stream or the chunk ended");
-    }
-    auto found = building_.find(seq);
-    if (found == building_.end() ||
-        found->second->source != Building::Source::kRemote ||
-        found->second->chunk != chunk) {
-      return absl::CancelledError(
-          absl::StrCat("the stream no longer waits for position ", pos,
-                       " from chunk ", chunk));
-    }
-    b = found->second.get();
-    b->source = Building::Source::kDelivering;
-  }
-  // Only this call touches b until it is marked done or given back.
-  const int64_t start = NowNs();
-  const RenderedFinish finish{
-      rendered_layout_.has_value() ? &*rendered_layout_ : nullptr,
-      pipeline_.get()};
-  absl::StatusOr<ReadyBatch> ready = TakeHelperBatch(
-      layout_, b->epoch, b->step, b->ids, b->reps,
-      on_corrupt_ == OnCorrupt::kFail, remote, b->buffer->data(),
-      b->buffer->capacity(), rendered_layout_.has_value() ? &finish : nullptr);
-  if (ready.ok() && remote.rendered) RunBatchOp(b, *ready);
-  report->copy_ns += NowNs() - start;
-  if (!ready.ok()) {
-    absl::MutexLock lock(&mu_);
-    // ChunkEnded, which the chunk calls next, builds it here.
-    b->source = Building::Source::kRemote;
-    return ready.status();
-  }
-  b->delivered = *std::move(ready);
-  b->remote = true;
-  Encode(b);
-  {
-    absl::MutexLock lock(&mu_);
-    b->done = true;
-    if (seq == deliver_seq_) {
-      for (const auto& [later, other] : building_) {
-        if (later > seq && other->done) report->late = true;
-      }
-    }
-  }
-  NotifyReady();
-  return absl::OkStatus();
-}
-
-void Stream::ChunkEnded(uint64_t chunk) {
-  std::vector<Building*> waiting;
-  {
-    absl::MutexLock lock(&mu_);
-    chunks_.erase(chunk);
-    for (auto& [seq, b] : building_) {
-      if (b->source != Building::Source::kRemote || b->chunk != chunk) {
-        continue;
-      }
-      b->source = Building::Source::kTasks;
-      waiting.push_back(b.get());
-    }
-  }
-  // The chunk writes nothing after this call, so these are built once.
-  for (Building* b : waiting) SubmitSamples(b);
-  counts_->Add(Count::kRemoteRebuilt, static_cast<int64_t>(waiting.size()));
 }
 
 void Stream::SubmitSamples(Building* batch) {
@@ -402,15 +243,15 @@ void Stream::RunBatchOp(Building* batch, const ReadyBatch& ready) {
   }
   pipeline::SampleRng rng = pipeline::SampleRng::ForBatch(
       spec_.seed, batch->epoch, batch->step, spec_.rank);
-  absl::Status status = pipeline_->RunBatch(
-      absl::MakeConstSpan(tensors),
-      static_cast<uint32_t>(ready.sample_ids.size()), rng);
+  absl::Status status =
+      pipeline_->RunBatch(absl::MakeConstSpan(tensors),
+                          static_cast<uint32_t>(ready.sample_ids.size()), rng);
   counters_->Observe(Stage::kAugment, NowNs() - start);
   if (!status.ok()) {
-    batch->run_error = absl::Status(
-        status.code(), absl::StrCat("batch op at epoch ", batch->epoch,
-                                    " step ", batch->step, ": ",
-                                    status.message()));
+    batch->run_error =
+        absl::Status(status.code(),
+                     absl::StrCat("batch op at epoch ", batch->epoch, " step ",
+                                  batch->step, ": ", status.message()));
   }
 }
 

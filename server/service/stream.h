@@ -27,13 +27,13 @@
 // reuses is read after the end. If the run detaches the stream for lagging,
 // it builds the batches it still waits for, and all later ones, itself.
 //
-// With a ChunkPlacer (remote_source.h), the stream may have a helper build
-// a chunk of consecutive batches: at each chunk boundary Fill asks the
-// placer, and the batches of a chunk it placed are filled by the helper's
-// copies (TakeRemote) instead of tasks. When a chunk ends early, the stream
-// builds what it did not deliver (ChunkEnded). A stream on a shared run,
-// and a stream a node opened on this daemon as its helper (job id
-// "helper:..."), place nothing.
+// With a ChunkPlacer (remote_source.h; the code is in stream_remote.cc),
+// the stream may have a helper build a chunk of consecutive batches: at
+// each chunk boundary Fill asks the placer, and the batches of a chunk it
+// placed are filled by the helper's copies (TakeRemote) instead of tasks.
+// When a chunk ends early, the stream builds what it did not deliver
+// (ChunkEnded). A stream on a shared run, and a stream a node opened on
+// this daemon as its helper (job id "helper:..."), place nothing.
 //
 // Thread-safe. The ready callback runs on a worker thread whenever a batch
 // finishes or the stream fails; it must not block. After Cancel() returns,
