@@ -65,6 +65,23 @@ StreamOptions Options(uint64_t epochs = 2) {
   return o;
 }
 
+// `node`, once it sees `helper` up, streams `o` byte for byte as `helper`
+// does alone, with batches from the helper and none rebuilt.
+void ExpectTheHelpersBytesFromTheNode(const TestServer& helper,
+                                      TestServer& node,
+                                      const StreamOptions& o) {
+  const Consumed reference = Consume(helper.target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
+  ASSERT_TRUE(
+      WaitFor([&] { return HelperUp(node); }, std::chrono::seconds(10)));
+  const Consumed got = Consume(node.target(), o);
+  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
+  EXPECT_EQ(got.batches, reference.batches);
+  EXPECT_EQ(got.ids, reference.ids);
+  EXPECT_GT(NodeCount(node, "remote_batches"), 0);
+  EXPECT_EQ(NodeCount(node, "remote_rebuilt"), 0);
+}
+
 class HelpersTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -78,18 +95,9 @@ class HelpersTest : public ::testing::Test {
 };
 
 TEST_F(HelpersTest, TheNodeSendsWhatTheHelperBuiltByteForByte) {
-  const Consumed reference = Consume(helper_->target(), Options());
-  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
   std::unique_ptr<TestServer> node = StartNode(*helper_);
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(
-      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
-  const Consumed got = Consume(node->target(), Options());
-  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
-  EXPECT_EQ(got.batches, reference.batches);
-  EXPECT_EQ(got.ids, reference.ids);
-  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
-  EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
+  ExpectTheHelpersBytesFromTheNode(*helper_, *node, Options());
   const service::HelperStats h = node->server()->HelperStats()[0];
   EXPECT_GT(h.batches, 0u);
   EXPECT_EQ(h.failures, 0u);
@@ -102,16 +110,10 @@ TEST_F(HelpersTest, TheNodeSendsWhatTheHelperBuiltByteForByte) {
 }
 
 TEST_F(HelpersTest, WithoutRawTheHelperSendsTheFinishedOutputs) {
-  const Consumed reference = Consume(helper_->target(), Options());
-  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
   std::unique_ptr<TestServer> node = StartNode(
       *helper_, "", "placement: remote_first, chunk_steps: 2, raw: false");
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(
-      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
-  const Consumed got = Consume(node->target(), Options());
-  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
-  EXPECT_EQ(got.batches, reference.batches);
+  ExpectTheHelpersBytesFromTheNode(*helper_, *node, Options());
   const service::HelperStats h = node->server()->HelperStats()[0];
   ASSERT_GT(h.samples, 0u);
   EXPECT_GE(h.payload_bytes / h.samples, 32 * 32 * 3 * 4 + 8);
@@ -136,31 +138,16 @@ TEST_F(HelpersTest, ABatchOpRunsOnTheRenderingsFinishedHere) {
   ASSERT_NE(helper, nullptr);
   StreamOptions o = Options();
   o.pipeline = "mix";
-  const Consumed reference = Consume(helper->target(), o);
-  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
   std::unique_ptr<TestServer> node = StartNode(*helper, mix);
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(
-      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
-  const Consumed got = Consume(node->target(), o);
-  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
-  EXPECT_EQ(got.batches, reference.batches);
-  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
-  EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
+  ExpectTheHelpersBytesFromTheNode(*helper, *node, o);
 }
 
 TEST_F(HelpersTest, ZstdBatchesFromTheHelperDecodeToTheSameBytes) {
-  const Consumed reference = Consume(helper_->target(), Options());
-  ASSERT_TRUE(absl::IsOutOfRange(reference.status)) << reference.status;
   std::unique_ptr<TestServer> node = StartNode(
       *helper_, "", "placement: remote_first, chunk_steps: 2, compress: zstd");
   ASSERT_NE(node, nullptr);
-  ASSERT_TRUE(
-      WaitFor([&] { return HelperUp(*node); }, std::chrono::seconds(10)));
-  const Consumed got = Consume(node->target(), Options());
-  ASSERT_TRUE(absl::IsOutOfRange(got.status)) << got.status;
-  EXPECT_EQ(got.batches, reference.batches);
-  EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
+  ExpectTheHelpersBytesFromTheNode(*helper_, *node, Options());
   EXPECT_GT(NodeCount(*helper_, "compressed_batches"), 0);
   const service::HelperStats h = node->server()->HelperStats()[0];
   EXPECT_LT(h.wire_bytes, h.payload_bytes);
