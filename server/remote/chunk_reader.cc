@@ -58,11 +58,22 @@ ChunkReader::ChunkReader(Client* client, HelperCounters* counters,
 
 ChunkReader::~ChunkReader() {
   Cancel();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    // The thread's own reference was the last: Run has returned and
+    // nothing touches this object after it.
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
 }
 
 void ChunkReader::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([self = shared_from_this()] { self->Run(); });
+}
+
+void ChunkReader::Join() {
+  if (thread_.joinable()) thread_.join();
 }
 
 void ChunkReader::Cancel() {

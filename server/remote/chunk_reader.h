@@ -8,8 +8,11 @@
 // Cancel), it calls ChunkSink::ChunkEnded once, after its last write, so
 // the node stream builds whatever it did not deliver, and then `on_end`.
 //
-// Thread-safe. The owner (HelperPool) joins it: the destructor waits for
-// the thread, so it must not be the last owner on its own thread.
+// Thread-safe. Its thread holds a reference to it until it ends, because
+// the node stream lets go of the chunk on that thread (in ChunkEnded, or
+// TakeRemote's copy): the last reference may drop there, and the
+// destructor then detaches rather than joins itself. The owner (HelperPool)
+// joins it before it goes away (Join), since `on_end` calls back into it.
 #ifndef STOKER_SERVER_REMOTE_CHUNK_READER_H_
 #define STOKER_SERVER_REMOTE_CHUNK_READER_H_
 
@@ -38,7 +41,8 @@ struct HelperCounters {
   std::atomic<int64_t> copy_ns{0};
 };
 
-class ChunkReader : public service::RemoteChunk {
+class ChunkReader : public service::RemoteChunk,
+                    public std::enable_shared_from_this<ChunkReader> {
  public:
   struct Result {
     absl::Status status;        // Why it ended; OK when all were delivered.
@@ -57,8 +61,10 @@ class ChunkReader : public service::RemoteChunk {
               std::function<void(const Result&)> on_end);
   ~ChunkReader() override;
 
-  // Starts the thread. Call once.
+  // Starts the thread. Call once, on a reader owned by a shared_ptr.
   void Start();
+  // Waits for the thread to end. Not from the reader's own thread.
+  void Join();
   // Ends the chunk soon (a blocked read is interrupted); does not block.
   // It then ends Cancelled.
   void Cancel() override;

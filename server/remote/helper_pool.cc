@@ -221,7 +221,8 @@ void HelperPool::Stop() {
   }
   for (auto& c : chunks) c->Cancel();
   if (monitor_.joinable()) monitor_.join();
-  chunks.clear();  // Each destructor joins its thread.
+  // Their threads call ChunkEnded on this pool: none may outlive it.
+  for (auto& c : chunks) c->Join();
 }
 
 uint32_t HelperPool::chunk_steps(uint32_t window) const {

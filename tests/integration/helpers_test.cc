@@ -3,11 +3,14 @@
 // serving the same pack. The node's streams must be byte for byte what the
 // node alone (or the helper alone) sends, whatever the helper does.
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/remote/helper_pool.h"
 #include "stoker/client.h"
 #include "tests/testing/consume.h"
 #include "tests/testing/dataset_fixture.h"
@@ -304,6 +307,77 @@ TEST(HelpersTypedTest, RaggedFieldsThroughAHelperAreByteForByteWithASkip) {
   EXPECT_EQ(got.skipped, reference.skipped);
   EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
   EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
+}
+
+// A stream that lets go of its chunk on the chunk's own thread, as Stream
+// does in ChunkEnded, after the pool let go of it at shutdown: the reader
+// must not join itself (which aborted stokerd at a shutdown in CI), and
+// the pool must not return from Stop while the reader still runs.
+class LettingGoSink : public service::ChunkSink {
+ public:
+  absl::Status TakeRemote(uint64_t, uint64_t, const service::RemoteBatch&,
+                          service::TakeReport*) override {
+    taking_ = true;
+    // As Stream::TakeRemote: wait for the stream, give up once cancelled.
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu_);
+          return chunk_ != nullptr && chunk_->cancelled();
+        },
+        std::chrono::seconds(10)));
+    return absl::CancelledError("cancelled");
+  }
+  void ChunkEnded(uint64_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    chunk_.reset();
+    ended_ = true;
+  }
+  void Hold(std::shared_ptr<service::RemoteChunk> chunk) {
+    std::lock_guard<std::mutex> lock(mu_);
+    chunk_ = std::move(chunk);
+  }
+  bool taking() const { return taking_; }
+  bool ended() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ended_;
+  }
+
+ private:
+  std::atomic<bool> taking_{false};
+  std::mutex mu_;
+  std::shared_ptr<service::RemoteChunk> chunk_;
+  bool ended_ = false;
+};
+
+TEST_F(HelpersTest, AChunkItsStreamLetsGoOfOnItsOwnThreadEndsCleanly) {
+  auto listed = Client::Connect(helper_->target())->ListDatasets();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  config::HelperOptions options;
+  options.addresses = {helper_->target()};
+  options.placement = config::HelperOptions::Placement::kRemoteFirst;
+  remote::HelperPool pool(options, [] { return true; });
+  pool.Start();
+  ASSERT_TRUE(WaitFor([&] { return pool.Stats()[0].up; },
+                      std::chrono::seconds(10)));
+  service::StreamSpec spec;
+  spec.dataset = "train";
+  spec.pipeline = "train";
+  spec.batch_size = 4;
+  spec.seed = 3;
+  service::ChunkRequest request;
+  request.spec = &spec;
+  request.manifest_digest = (*listed)[0].manifest_digest;
+  request.steps_per_epoch = 13;
+  request.begin = 0;
+  request.end = 2;
+  auto sink = std::make_shared<LettingGoSink>();
+  std::shared_ptr<service::RemoteChunk> chunk = pool.Place(request, sink);
+  ASSERT_NE(chunk, nullptr);
+  sink->Hold(std::move(chunk));
+  ASSERT_TRUE(
+      WaitFor([&] { return sink->taking(); }, std::chrono::seconds(10)));
+  pool.Stop();
+  EXPECT_TRUE(sink->ended());
 }
 
 }  // namespace
