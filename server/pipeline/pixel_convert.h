@@ -5,8 +5,12 @@
 // Normalization follows torchvision: out = (x / 255 - mean) / std per
 // channel. Every possible output value is computed once, in double, into a
 // 256-entry table per channel, so results do not depend on the pixel path
-// and equal float((x / 255.0 - mean) / std) exactly. uint8 output passes
-// pixels through unchanged.
+// and equal float((x / 255.0 - mean) / std) exactly. On x86-64 CPUs with
+// AVX2, float CHW output is computed eight pixels at a time as
+// fma(x, 1 / (255 std), -mean / std) in double, where the constructor has
+// checked that this gives the table's value for every byte (it does for
+// the usual means and stds; where it does not, the tables are used).
+// uint8 output passes pixels through unchanged.
 //
 // Thread-safety: immutable after construction; Convert may run on many
 // threads at once.
@@ -49,8 +53,21 @@ class PixelConverter {
 
   const OutputFormat& format() const { return format_; }
 
+  // The normalization as x * scale + shift, per channel.
+  struct Affine {
+    double scale[3] = {1.0, 1.0, 1.0};
+    double shift[3] = {0.0, 0.0, 0.0};
+  };
+
   // True when the output is the RGB uint8 input itself (uint8, HWC).
   bool is_passthrough() const;
+  // True when Convert takes the AVX2 path for this format (float32 or
+  // float16 CHW on a CPU with AVX2, FMA and F16C, exactness checked).
+  bool vectorized() const {
+    return format_.dtype == tensor::DType::kFloat32   ? simd32_
+           : format_.dtype == tensor::DType::kFloat16 ? simd16_
+                                                      : false;
+  }
 
   // Writes the width x height RGB image at `src` (rows `stride` bytes apart)
   // to `dst`, which holds ImageShape(format, height, width) elements of the
@@ -64,6 +81,11 @@ class PixelConverter {
   // Output value of each channel for each input byte, for float outputs.
   std::array<std::array<float, 256>, 3> lut32_{};
   std::array<std::array<uint16_t, 256>, 3> lut16_{};
+  Affine affine_;
+  // Whether float32 / float16 CHW output takes the AVX2 path, which the
+  // constructor found to give exactly the tables' values.
+  bool simd32_ = false;
+  bool simd16_ = false;
 };
 
 }  // namespace stoker::pipeline

@@ -89,6 +89,86 @@ TEST(PixelConverterTest, Float16HoldsTheRoundedNormalizedValue) {
   }
 }
 
+// Every byte value in every channel, at widths that leave the eight-pixel
+// path a remainder of 0, 3 and 7 columns, in rows with padding: the
+// vectorized CHW path and its tails give exactly the tables' values.
+TEST(PixelConverterTest, WideRowsEqualTheNormalizedValueEverywhere) {
+  const std::vector<OutputFormat> formats = {
+      Normalized(DType::kFloat32, Layout::kChw),
+      Normalized(DType::kFloat16, Layout::kChw),
+      Normalized(DType::kFloat32, Layout::kHwc),
+      [] {  // Odd means and stds, as a user's dataset statistics are.
+        OutputFormat f = Normalized(DType::kFloat32, Layout::kChw);
+        f.mean = {0.5071, 0.4865, 0.4409};
+        f.std = {0.2673, 0.2564, 0.2762};
+        return f;
+      }(),
+  };
+  for (const OutputFormat& format : formats) {
+    const PixelConverter converter(format);
+    for (int width : {256, 35, 15}) {
+      const int height = 3 * 256 / width + 1;
+      const size_t stride = 3 * width + 5;
+      std::vector<uint8_t> src(stride * height);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = (i * 7 + i / 3) % 256;
+      for (bool flip : {false, true}) {
+        const size_t elements = 3 * static_cast<size_t>(width) * height;
+        const size_t size = format.dtype == DType::kFloat32 ? 4 : 2;
+        std::vector<uint8_t> out(elements * size);
+        converter.Convert(src.data(), stride, width, height, flip, out.data());
+        for (int y = 0; y < height; ++y) {
+          for (int x = 0; x < width; ++x) {
+            for (int c = 0; c < 3; ++c) {
+              const int sx = flip ? width - 1 - x : x;
+              const float want = static_cast<float>(
+                  (src[y * stride + 3 * sx + c] / 255.0 - format.mean[c]) /
+                  format.std[c]);
+              const size_t at =
+                  format.layout == Layout::kHwc
+                      ? (static_cast<size_t>(y) * width + x) * 3 + c
+                      : (static_cast<size_t>(c) * height + y) * width + x;
+              if (size == 4) {
+                float got;
+                std::memcpy(&got, &out[at * 4], 4);
+                ASSERT_EQ(got, want) << "width " << width << " y=" << y
+                                     << " x=" << x << " c=" << c;
+              } else {
+                uint16_t got;
+                std::memcpy(&got, &out[at * 2], 2);
+                ASSERT_EQ(got, tensor::FloatToHalf(want))
+                    << "width " << width << " y=" << y << " x=" << x;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The vector path is what makes the float output cheap (docs/performance.md);
+// it must not quietly fall back to the tables for the usual statistics.
+TEST(PixelConverterTest, ImageNetFloatChwTakesTheVectorPathOnAvx2) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+      !__builtin_cpu_supports("f16c")) {
+    GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
+  }
+  EXPECT_TRUE(
+      PixelConverter(Normalized(DType::kFloat32, Layout::kChw)).vectorized());
+  EXPECT_TRUE(
+      PixelConverter(Normalized(DType::kFloat16, Layout::kChw)).vectorized());
+  OutputFormat to_tensor;
+  to_tensor.dtype = DType::kFloat32;
+  to_tensor.layout = Layout::kChw;
+  EXPECT_TRUE(PixelConverter(to_tensor).vectorized());
+  EXPECT_FALSE(
+      PixelConverter(Normalized(DType::kFloat32, Layout::kHwc)).vectorized());
+#else
+  GTEST_SKIP() << "the vector path is for x86-64";
+#endif
+}
+
 TEST(PixelConverterTest, Uint8PassesPixelsThroughInEitherLayout) {
   OutputFormat format;
   PixelConverter hwc(format);
