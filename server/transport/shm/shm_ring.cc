@@ -53,6 +53,7 @@ ShmRing::ShmRing(int fd, uint8_t* base, uint32_t slots, size_t slot_bytes,
       hold_(std::move(hold)) {
   for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
   in_use_.assign(slots, false);
+  populated_.assign(slots, false);
 }
 
 ShmRing::~ShmRing() {
@@ -61,13 +62,26 @@ ShmRing::~ShmRing() {
 }
 
 std::unique_ptr<service::BatchBuffer> ShmRing::Take() {
-  absl::MutexLock lock(&mu_);
-  if (free_.empty()) return nullptr;
-  const uint32_t slot = free_.back();
-  free_.pop_back();
-  in_use_[slot] = true;
-  return std::make_unique<ShmSlotBuffer>(shared_from_this(), slot,
-                                         base_ + slot * slot_bytes_);
+  uint32_t slot = 0;
+  bool populate = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (free_.empty()) return nullptr;
+    slot = free_.back();
+    free_.pop_back();
+    in_use_[slot] = true;
+    populate = !populated_[slot];
+    populated_[slot] = true;
+  }
+  uint8_t* const data = base_ + slot * slot_bytes_;
+#ifdef MADV_POPULATE_WRITE
+  // Best effort: a kernel before 5.14 refuses it, and the pages then fault
+  // in one by one as before.
+  if (populate) madvise(data, slot_bytes_, MADV_POPULATE_WRITE);
+#else
+  (void)populate;
+#endif
+  return std::make_unique<ShmSlotBuffer>(shared_from_this(), slot, data);
 }
 
 void ShmRing::Release(uint32_t slot) {

@@ -45,6 +45,9 @@ class ShmRing : public service::BufferSource,
 
   // A free slot as a batch buffer, or null if every slot is in use. The
   // buffer's slot stays in use after the buffer is dropped, until Release.
+  // A slot's first Take maps all its pages in one call
+  // (MADV_POPULATE_WRITE): writing a batch into unmapped pages took one
+  // page fault per 4 KiB, which cost twice as long (docs/performance.md).
   std::unique_ptr<service::BatchBuffer> Take() override;
   // The client is done with `slot`: it may be filled again. Releasing a
   // slot that is not in use does nothing.
@@ -73,6 +76,7 @@ class ShmRing : public service::BufferSource,
   mutable absl::Mutex mu_;
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> in_use_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> populated_ ABSL_GUARDED_BY(mu_);
   bool handed_over_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex hook_mu_;  // Held while the hook runs.
