@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "internal.h"
+#include "stream_call.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker {
@@ -60,6 +61,7 @@ std::unique_ptr<Client> Client::Connect(const std::string& target) {
   impl->channel = grpc::CreateCustomChannel(
       target, grpc::InsecureChannelCredentials(), ChannelArgs());
   impl->stub = v1::Stoker::NewStub(impl->channel);
+  impl->messages = std::make_shared<MessagePool>();
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -86,6 +88,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   impl->channel =
       grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
   impl->stub = v1::Stoker::NewStub(impl->channel);
+  impl->messages = std::make_shared<MessagePool>();
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

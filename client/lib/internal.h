@@ -14,10 +14,14 @@
 
 namespace stoker {
 
+class MessagePool;  // stream_call.h
+
 struct Client::Impl {
   std::string target;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Stoker::Stub> stub;
+  // Its streams' received messages, for reuse (stream_call.h).
+  std::shared_ptr<MessagePool> messages;
 };
 
 absl::Status FromGrpc(const grpc::Status& s);

@@ -126,7 +126,8 @@ absl::Status Stream::OpenWith(int transport_number,
     if (interrupted_) return absl::CancelledError("stream interrupted");
     call_ = std::make_unique<Call>();
   }
-  call_->rw = client_->impl_->stub->Stream(&call_->context);
+  call_->pool = client_->impl_->messages;
+  call_->Open(client_->impl_->channel.get());
   call_->transport = std::move(transport);
 
   v1::StreamRequest request;
@@ -168,7 +169,7 @@ absl::Status Stream::OpenWith(int transport_number,
   }
 
   v1::StreamResponse response;
-  if (!call_->rw->Write(request) || !call_->rw->Read(&response)) {
+  if (!call_->rw->Write(request) || !call_->Read(&response)) {
     absl::Status s = NotCancelledByUs(FromGrpc(call_->End(/*cancel=*/false)));
     return s.ok() ? absl::UnavailableError("stream closed while opening") : s;
   }
@@ -267,12 +268,12 @@ absl::Status Stream::Next(Batch* batch) {
       return absl::FailedPreconditionError("stream is closed");
     }
     FlushReleased();
-    absl::StatusOr<std::unique_ptr<Batch::Message>> popped = call_->Pop();
+    absl::StatusOr<MessagePool::Ptr> popped = call_->Pop();
     if (!popped.ok()) {
       call_->End(/*cancel=*/true);
       return popped.status();
     }
-    if (std::unique_ptr<Batch::Message> message = *std::move(popped)) {
+    if (MessagePool::Ptr message = *std::move(popped)) {
       if (!message->response.has_batch()) {
         return absl::InternalError("daemon sent a second header");
       }

@@ -99,6 +99,8 @@ struct Position {
   uint64_t step = 0;
 };
 
+class MessagePool;
+
 class Batch {
  public:
   Batch();
@@ -131,8 +133,15 @@ class Batch {
 
  private:
   friend class Stream;
+  friend class MessagePool;
   struct Message;
-  std::unique_ptr<Message> message_;  // Owns the bytes the views point to.
+  // Hands a message back to the pool it came from, for reuse
+  // (client/lib/stream_call.h).
+  struct MessageReturn {
+    void operator()(Message* message) const;
+  };
+  // Owns the bytes the views point to.
+  std::unique_ptr<Message, MessageReturn> message_;
   std::vector<uint64_t> sample_ids_;
   std::vector<uint64_t> skipped_ids_;
   std::vector<uint32_t> sample_reps_;
