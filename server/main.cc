@@ -3,9 +3,12 @@
 // SIGINT; SIGHUP reloads datasets and pipelines from the same file. Under
 // systemd (Type=notify) it reports READY, RELOADING, STOPPING, STATUS and
 // watchdog pings; see deploy/systemd/.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -34,6 +37,26 @@ std::string VersionText() {
   return absl::StrCat("stokerd ", STOKER_VERSION, "\nimage formats: ",
                       stoker::pipeline::DescribeImageFormats(), "\nCUDA: ",
                       stoker::cuda::DescribeCuda(stoker::cuda::ProbeCuda()));
+}
+
+// Batches and their parts are megabytes each, allocated and freed many
+// times a second (a helper's payloads as received, decoded images). glibc
+// serves blocks above its mmap threshold with fresh mappings and gives the
+// free top of its heaps back to the kernel, so the same memory faults in
+// again page by page, which on a virtual machine costs about 10 us a page:
+// a node finishing a helper's batches took 40 % fewer page faults and ran
+// 17 % faster with these settings (docs/performance.md). Blocks up to 32 MiB
+// (glibc's largest threshold) come from the heaps, which keep up to 256 MiB
+// free for reuse. Left alone when GLIBC_TUNABLES sets malloc tunables.
+void KeepFreedMemory() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) {
+    return;
+  }
+#ifdef M_MMAP_THRESHOLD
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
 }
 
 int Fail(const absl::Status& status) {
@@ -67,6 +90,7 @@ int main(int argc, char** argv) {
                        "Print the version and CUDA support (built or not; "
                        "the GPUs seen, or the driver's reason) and exit");
   CLI11_PARSE(app, argc, argv);
+  KeepFreedMemory();
 
   if (print_reference) {
     std::fputs(stoker::config::ConfigReference().c_str(), stdout);
