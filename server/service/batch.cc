@@ -2,8 +2,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace stoker::service {
 std::unique_ptr<BatchBuffer> HeapBufferSource::Take() {
@@ -69,14 +73,73 @@ size_t BatchLayout::RegionBytes(size_t t) const {
   return size_t{batch_size_} * s.max_sample_bytes;
 }
 
-HeapBatchBuffer::HeapBatchBuffer(size_t bytes) : bytes_(bytes) {
-  const size_t rounded = BatchLayout::AlignUp(std::max<size_t>(bytes, 1));
-  void* p = std::aligned_alloc(BatchLayout::kAlignment, rounded);
+namespace {
+
+// Freed blocks of HeapBatchBuffers, by size. Thread-safe.
+class BlockCache {
+ public:
+  static BlockCache& Get() {
+    static BlockCache* const cache = new BlockCache();  // Never destroyed.
+    return *cache;
+  }
+
+  // A freed block of exactly `bytes`, or null.
+  void* Take(size_t bytes) {
+    absl::MutexLock lock(&mu_);
+    auto it = idle_.find(bytes);
+    if (it == idle_.end()) return nullptr;
+    void* block = it->second;
+    idle_.erase(it);
+    idle_bytes_ -= bytes;
+    return block;
+  }
+
+  // Keeps `block` of `bytes` if the cache has room; frees it otherwise.
+  void Give(void* block, size_t bytes) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (idle_bytes_ + bytes <= HeapBatchBuffer::kMaxIdleBytes) {
+        idle_.emplace(bytes, block);
+        idle_bytes_ += bytes;
+        return;
+      }
+    }
+    std::free(block);
+  }
+
+  size_t idle_bytes() {
+    absl::MutexLock lock(&mu_);
+    return idle_bytes_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::multimap<size_t, void*> idle_ ABSL_GUARDED_BY(mu_);
+  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+HeapBatchBuffer::HeapBatchBuffer(size_t bytes)
+    : data_(nullptr),
+      bytes_(bytes),
+      rounded_(BatchLayout::AlignUp(std::max<size_t>(bytes, 1))) {
+  void* p = rounded_ >= kCachedFrom ? BlockCache::Get().Take(rounded_)
+                                    : nullptr;
+  if (p == nullptr) p = std::aligned_alloc(BatchLayout::kAlignment, rounded_);
   if (p == nullptr) throw std::bad_alloc();
-  data_.reset(static_cast<uint8_t*>(p));
+  data_ = static_cast<uint8_t*>(p);
 }
 
-void HeapBatchBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
+HeapBatchBuffer::~HeapBatchBuffer() {
+  if (rounded_ >= kCachedFrom) {
+    BlockCache::Get().Give(data_, rounded_);
+  } else {
+    std::free(data_);
+  }
+}
+
+size_t HeapBatchBuffer::IdleBytes() { return BlockCache::Get().idle_bytes(); }
 
 std::vector<BatchTensor> FinishBatch(const BatchLayout& layout, uint8_t* base,
                                      const std::vector<uint32_t>& kept,

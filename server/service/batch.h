@@ -105,18 +105,31 @@ class BatchBuffer {
 };
 
 // A plain heap buffer, aligned for SIMD stores.
+//
+// Buffers of 1 MiB and more come from, and go back to, a process-wide cache
+// of freed blocks by size (up to kMaxIdleBytes in all): a grpc stream's
+// buffers live as long as the stream, and a helper serves a new stream for
+// every chunk of two batches. Fresh blocks from malloc are faulted in page
+// by page as the batch is written (glibc hands out new addresses for them
+// even when as much was freed just before), which cost a helper a tenth of
+// its core (docs/performance.md).
 class HeapBatchBuffer : public BatchBuffer {
  public:
+  static constexpr size_t kCachedFrom = size_t{1} << 20;
+  static constexpr size_t kMaxIdleBytes = size_t{256} << 20;
+
   explicit HeapBatchBuffer(size_t bytes);
-  uint8_t* data() override { return data_.get(); }
+  ~HeapBatchBuffer() override;
+  uint8_t* data() override { return data_; }
   size_t capacity() const override { return bytes_; }
 
+  // Bytes of freed blocks the cache holds now.
+  static size_t IdleBytes();
+
  private:
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  uint8_t* data_;
   size_t bytes_;
+  size_t rounded_;  // What was allocated: bytes_ aligned up.
 };
 
 // Buffers of one size that a shared run builds its batches in. The

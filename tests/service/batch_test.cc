@@ -1,7 +1,10 @@
 #include "server/service/batch.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -162,6 +165,46 @@ TEST(FinishBatchTest, AnEmptyBatchHasOneOffset) {
   EXPECT_THAT(t[0].spec.shape, ElementsAre(0));
   EXPECT_THAT(t[1].spec.shape, ElementsAre(0));
   EXPECT_THAT(Values<int64_t>(buffer.data(), t[2]), ElementsAre(0));
+}
+
+// A batch buffer of a megabyte or more takes the block a buffer of its size
+// let go of (its pages already mapped); other sizes get blocks of their own.
+TEST(HeapBatchBufferTest, ALargeBufferReusesTheBlockOfOneOfItsSizeLetGo) {
+  constexpr size_t kBytes = (3 << 20) + 100;  // A size no other test uses.
+  const uint8_t* first = nullptr;
+  {
+    HeapBatchBuffer buffer(kBytes);
+    first = buffer.data();
+    std::memset(buffer.data(), 7, kBytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % BatchLayout::kAlignment, 0u);
+  }
+  const size_t idle = HeapBatchBuffer::IdleBytes();
+  EXPECT_GE(idle, kBytes);
+  HeapBatchBuffer other_size(kBytes + 4096);
+  EXPECT_NE(other_size.data(), first);
+  HeapBatchBuffer again(kBytes);
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(again.capacity(), kBytes);
+  EXPECT_EQ(HeapBatchBuffer::IdleBytes(), idle - BatchLayout::AlignUp(kBytes));
+}
+
+TEST(HeapBatchBufferTest, TheCacheHoldsABoundedNumberOfBytes) {
+  constexpr size_t kBytes = 5 << 20;
+  std::vector<std::unique_ptr<HeapBatchBuffer>> buffers;
+  const size_t count = HeapBatchBuffer::kMaxIdleBytes / kBytes + 8;
+  for (size_t i = 0; i < count; ++i) {
+    buffers.push_back(std::make_unique<HeapBatchBuffer>(kBytes));
+  }
+  buffers.clear();  // Never touched: they cost address space, not memory.
+  EXPECT_LE(HeapBatchBuffer::IdleBytes(), HeapBatchBuffer::kMaxIdleBytes);
+  EXPECT_GT(HeapBatchBuffer::IdleBytes(),
+            HeapBatchBuffer::kMaxIdleBytes - 2 * kBytes);
+}
+
+TEST(HeapBatchBufferTest, SmallBuffersAreNotKept) {
+  const size_t idle = HeapBatchBuffer::IdleBytes();
+  { HeapBatchBuffer small(64 << 10); }
+  EXPECT_EQ(HeapBatchBuffer::IdleBytes(), idle);
 }
 
 }  // namespace
