@@ -35,7 +35,8 @@ void Batch::MessageReturn::operator()(Message* message) const {
 }
 
 void Stream::Call::Open(grpc::ChannelInterface* channel) {
-  // The generated stub's method, read as raw buffers (Read parses them).
+  // The generated stub's method, made with the factory the stub uses, but
+  // reading raw buffers, which Read parses into recycled messages.
   static const grpc::internal::RpcMethod kStream(
       "/stoker.v1.Stoker/Stream", grpc::internal::RpcMethod::BIDI_STREAMING);
   rw.reset(grpc::internal::ClientReaderWriterFactory<

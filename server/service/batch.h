@@ -120,6 +120,8 @@ class HeapBatchBuffer : public BatchBuffer {
 
   explicit HeapBatchBuffer(size_t bytes);
   ~HeapBatchBuffer() override;
+  HeapBatchBuffer(const HeapBatchBuffer&) = delete;
+  HeapBatchBuffer& operator=(const HeapBatchBuffer&) = delete;
   uint8_t* data() override { return data_; }
   size_t capacity() const override { return bytes_; }
 
