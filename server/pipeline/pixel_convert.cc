@@ -5,6 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -184,10 +185,7 @@ int SimdRow(const uint8_t* row, int width, bool flip,
 template <typename T>
 bool SimdMatches(const PixelConverter::Affine& affine,
                  const std::array<std::array<T, 256>, 3>& table) {
-  static const bool kHasAvx2 = __builtin_cpu_supports("avx2") &&
-                               __builtin_cpu_supports("fma") &&
-                               __builtin_cpu_supports("f16c");
-  if (!kHasAvx2) return false;
+  if (!PixelConverter::CpuCanVectorize()) return false;
   std::vector<uint8_t> row(3 * 256);
   for (int x = 0; x < 256; ++x) row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = x;
   std::vector<T> out(3 * 256);
@@ -233,6 +231,22 @@ void ConvertChwSimd(const uint8_t* src, size_t stride, int width, int height,
 #endif  // x86-64
 
 }  // namespace
+
+bool PixelConverter::CpuCanVectorize() {
+#ifdef STOKER_CONVERT_SIMD
+  // F16C from CPUID itself: clang's __builtin_cpu_supports does not know it.
+  static const bool kCan = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+                      (ecx & bit_F16C) != 0;
+    return f16c && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma");
+  }();
+  return kCan;
+#else
+  return false;
+#endif
+}
 
 std::vector<int64_t> ImageShape(const OutputFormat& format, int height,
                                 int width) {

@@ -61,6 +61,9 @@ class PixelConverter {
 
   // True when the output is the RGB uint8 input itself (uint8, HWC).
   bool is_passthrough() const;
+  // Whether this CPU has what the vector path needs (x86-64 with AVX2, FMA
+  // and F16C).
+  static bool CpuCanVectorize();
   // True when Convert takes the AVX2 path for this format (float32 or
   // float16 CHW on a CPU with AVX2, FMA and F16C, exactness checked).
   bool vectorized() const {

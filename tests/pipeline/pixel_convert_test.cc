@@ -150,8 +150,7 @@ TEST(PixelConverterTest, WideRowsEqualTheNormalizedValueEverywhere) {
 // it must not quietly fall back to the tables for the usual statistics.
 TEST(PixelConverterTest, ImageNetFloatChwTakesTheVectorPathOnAvx2) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-      !__builtin_cpu_supports("f16c")) {
+  if (!PixelConverter::CpuCanVectorize()) {
     GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
   }
   EXPECT_TRUE(
