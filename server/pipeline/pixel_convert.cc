@@ -93,13 +93,6 @@ void ConvertImage(const uint8_t* src, size_t stride, int width, int height,
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define STOKER_CONVERT_SIMD 1
 
-// The CHW row for float outputs, eight pixels at a time, with AVX2: each
-// channel's bytes are gathered by two shuffles, and the value computed as
-// float(fma(x, scale, shift)) in double. The constructor runs this very
-// code over every byte value and keeps it only where it gives the table's
-// values exactly (SimdChwFor), so the output does not depend on the path.
-// It writes the first width - width % 8 columns and returns how many.
-
 // The shuffle that moves channel `c` of eight consecutive RGB pixels (24
 // bytes: `lo` 16 bytes, then `hi` 8) into bytes 0..7, pixel 7 first when
 // `flip`. A byte 0x80 in the mask writes zero.
@@ -130,6 +123,12 @@ constexpr ChannelShuffle kShuffles[2][3] = {
     {MakeShuffle(0, true), MakeShuffle(1, true), MakeShuffle(2, true)},
 };
 
+// The CHW row for float outputs, eight pixels at a time, with AVX2: each
+// channel's bytes are gathered by two shuffles, and the value computed as
+// float(fma(x, scale, shift)) in double. The constructor runs this very
+// code over every byte value and keeps it only where it gives the table's
+// values exactly (SimdMatches), so the output does not depend on the path.
+// It writes the first width - width % 8 columns and returns how many.
 template <typename T, bool kFlip>
 __attribute__((target("avx2,fma,f16c"))) int SimdRowChw(
     const uint8_t* row, int width, const PixelConverter::Affine& affine, T* out0,
@@ -230,6 +229,26 @@ void ConvertChwSimd(const uint8_t* src, size_t stride, int width, int height,
 
 #endif  // x86-64
 
+// A float output through `table`, or, where `vectorized`, the AVX2 path.
+template <typename T>
+void ConvertFloat(const uint8_t* src, size_t stride, int width, int height,
+                  bool flip, Layout layout,
+                  const std::array<std::array<T, 256>, 3>& table,
+                  bool vectorized, const PixelConverter::Affine& affine,
+                  T* dst) {
+  const TableMap<T> map{{table[0].data(), table[1].data(), table[2].data()}};
+#ifdef STOKER_CONVERT_SIMD
+  if (vectorized) {
+    ConvertChwSimd(src, stride, width, height, flip, affine, map, dst);
+    return;
+  }
+#else
+  (void)vectorized;
+  (void)affine;
+#endif
+  ConvertImage(src, stride, width, height, flip, layout, map, dst);
+}
+
 }  // namespace
 
 bool PixelConverter::CpuCanVectorize() {
@@ -313,34 +332,14 @@ void PixelConverter::Convert(const uint8_t* src, size_t stride, int width,
     return;
   }
   switch (format_.dtype) {
-    case tensor::DType::kFloat32: {
-      const TableMap<float> map{
-          {lut32_[0].data(), lut32_[1].data(), lut32_[2].data()}};
-#ifdef STOKER_CONVERT_SIMD
-      if (simd32_) {
-        ConvertChwSimd(src, stride, width, height, flip, affine_, map,
-                       reinterpret_cast<float*>(dst));
-        break;
-      }
-#endif
-      ConvertImage(src, stride, width, height, flip, format_.layout, map,
-                   reinterpret_cast<float*>(dst));
+    case tensor::DType::kFloat32:
+      ConvertFloat(src, stride, width, height, flip, format_.layout, lut32_,
+                   simd32_, affine_, reinterpret_cast<float*>(dst));
       break;
-    }
-    case tensor::DType::kFloat16: {
-      const TableMap<uint16_t> map{
-          {lut16_[0].data(), lut16_[1].data(), lut16_[2].data()}};
-#ifdef STOKER_CONVERT_SIMD
-      if (simd16_) {
-        ConvertChwSimd(src, stride, width, height, flip, affine_, map,
-                       reinterpret_cast<uint16_t*>(dst));
-        break;
-      }
-#endif
-      ConvertImage(src, stride, width, height, flip, format_.layout, map,
-                   reinterpret_cast<uint16_t*>(dst));
+    case tensor::DType::kFloat16:
+      ConvertFloat(src, stride, width, height, flip, format_.layout, lut16_,
+                   simd16_, affine_, reinterpret_cast<uint16_t*>(dst));
       break;
-    }
     default:
       ConvertImage(src, stride, width, height, flip, format_.layout, CopyMap{},
                    dst);
