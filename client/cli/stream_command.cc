@@ -83,7 +83,8 @@ int RunStream(const StreamFlags& flags) {
     shared += batch.shared() ? 1 : 0;
     wire_bytes += batch.wire_bytes();
     for (const TensorView& t : batch.tensors()) {
-      XXH3_64bits_update(digest, t.data, t.size);
+      // Device memory (cuda_ipc) is not hashed: this tool does not run CUDA.
+      if (t.device < 0) XXH3_64bits_update(digest, t.data, t.size);
       bytes += t.size;
     }
     if (indices) {

@@ -148,6 +148,7 @@ absl::Status Stream::OpenWith(int transport_number,
   open->set_weight(options_.weight);
   open->set_share(options_.share);
   open->set_raw(options_.raw);
+  open->set_gpu_uuid(options_.gpu_uuid);
   switch (options_.compression) {
     case Compression::kNone:
       break;
@@ -339,7 +340,8 @@ absl::Status Stream::Next(Batch* batch) {
                        base + t.offset(),
                        t.length(),
                        t.offsets_for(),
-                       t.utf8()});
+                       t.utf8(),
+                       bytes->device});
       }
       batch->message_ = std::move(message);
       return absl::OkStatus();

@@ -50,6 +50,7 @@ struct BatchBytes {
   const uint8_t* base = nullptr;
   size_t size = 0;
   std::shared_ptr<const void> keep;  // Null when the message holds them.
+  int device = -1;  // >= 0: device memory on this CUDA device (cuda_ipc).
 };
 
 // One transport for one connection of a stream.
@@ -83,9 +84,9 @@ struct ClientTransportDef {
 
 // The transports to try for `spec`: a name, "auto" (shm, then grpc), or a
 // comma-separated list tried in order. A name the protocol knows but this
-// client has no class for (cuda_ipc, before it lands) gives a def without
-// `make`, which the caller refuses as it would a daemon's refusal, so that
-// a list falls back past it. InvalidArgument for a name nobody knows.
+// client has no class for gives a def without `make`, which the caller
+// refuses as it would a daemon's refusal, so that a list falls back past
+// it. InvalidArgument for a name nobody knows.
 absl::StatusOr<std::vector<ClientTransportDef>> ParseTransports(
     absl::string_view spec);
 // The name of transport `number`, as the daemon's header gives it.

@@ -125,6 +125,11 @@ const CudaProbe& ProbeCuda() {
 }
 
 absl::Status CheckGpuServable(const CudaProbe& probe, std::string_view uuid) {
+  return FindServableGpu(probe, uuid).status();
+}
+
+absl::StatusOr<GpuInfo> FindServableGpu(const CudaProbe& probe,
+                                        std::string_view uuid) {
   const std::string wanted = UuidDigits(uuid);
   if (wanted.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -137,7 +142,7 @@ absl::Status CheckGpuServable(const CudaProbe& probe, std::string_view uuid) {
         absl::StrCat("cannot serve GPU ", Abs(uuid), ": ", kNotBuiltReason));
   }
   for (const GpuInfo& gpu : probe.gpus) {
-    if (UuidDigits(gpu.uuid) == wanted) return absl::OkStatus();
+    if (UuidDigits(gpu.uuid) == wanted) return gpu;
   }
   if (!probe.driver_error.empty()) {
     return absl::FailedPreconditionError(

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace stoker::cuda {
 
@@ -80,6 +81,9 @@ const CudaProbe& ProbeCuda();
 // `uuid` is compared as its 32 hex digits, case-blind, with or without the
 // "GPU-" (or "MIG-") prefix nvidia-smi prints: torch prints it without.
 absl::Status CheckGpuServable(const CudaProbe& probe, std::string_view uuid);
+// The same check, returning the GPU when it passes.
+absl::StatusOr<GpuInfo> FindServableGpu(const CudaProbe& probe,
+                                        std::string_view uuid);
 
 // CheckGpuServable(ProbeCuda(), uuid): what the cuda_ipc transport calls.
 absl::Status CheckGpuServable(std::string_view uuid);

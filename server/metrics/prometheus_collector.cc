@@ -201,8 +201,19 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
   f.Gauge("stoker_shared_runs",
           "Shared preprocessing runs serving streams now.",
           static_cast<double>(stats.service.shared_runs));
+  // One family per metric name; its entries differ by label.
+  std::map<std::string, MetricFamily*> named;
   for (const service::NamedCount& c : stats.transport_counts) {
-    f.Counter(c.metric, c.help, c.value);
+    MetricFamily*& family = named[c.metric];
+    if (family == nullptr) {
+      family = &f.Add(c.metric, c.help,
+                      c.gauge ? MetricType::Gauge : MetricType::Counter);
+    }
+    std::vector<ClientMetric::Label> labels;
+    for (const auto& [name, value] : c.labels) labels.push_back({name, value});
+    family->metric.push_back(
+        c.gauge ? Families::GaugeMetric(std::move(labels), c.value)
+                : Families::CounterMetric(std::move(labels), c.value));
   }
   f.Counter("stoker_share_fallbacks_total",
             "Streams that asked to share a run and built their own batches, "

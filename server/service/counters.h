@@ -22,6 +22,8 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -125,6 +127,10 @@ struct NamedCount {
   std::string metric;
   std::string help;
   double value = 0;
+  // A present value rather than a count since start.
+  bool gauge = false;
+  // Its labels; entries of one metric with different labels are one family.
+  std::vector<std::pair<std::string, std::string>> labels;
 };
 
 // The stages a sample or batch goes through, for latency histograms.

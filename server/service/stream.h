@@ -101,7 +101,8 @@ struct StreamSpec {
   bool share = false;  // Join a shared preprocessing run.
   std::string peer;    // Who opened it: "uid:N", "ip:ADDR" or "local".
   // Send the uint8 rendering, before the format stage (BindMode::kRendered):
-  // a node's helper stream.
+  // a node's helper stream, or a stream whose transport formats the images
+  // itself (Transport::formats_on_delivery).
   bool raw = false;
   // How the batches the stream builds itself are encoded for a transport
   // that sends them in its messages (kNone for the others). A shared run's

@@ -108,6 +108,11 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
         absl::StrCat("pipeline '", spec.pipeline, "' cannot run on dataset '",
                      spec.dataset, "': ", bound.status().message()));
   }
+  if (spec.raw) {
+    auto formatted = (*pipe)->Bind(InputSchema((*dataset)->manifest()));
+    if (!formatted.ok()) return formatted.status();
+    p.formatted = *std::move(formatted);
+  }
   dataset::SamplerOptions so;
   so.num_samples = (*dataset)->num_samples();
   so.seed = spec.seed;
@@ -278,6 +283,7 @@ absl::StatusOr<OpenedStream> StreamService::Complete(
   opened.prefetch = prefetch;
   opened.window = window;
   opened.batch_bytes = batch_bytes;
+  opened.formatted = std::move(pending.formatted);
   if (producer.has_value()) {
     absl::StatusOr<std::shared_ptr<BufferSource>> run =
         JoinRun(opened.stream, *std::move(producer), opened, batch_bytes);

@@ -76,6 +76,10 @@ struct OpenedStream {
   std::string share_refused;
   // The buffers of the run it joined, which lends it its batches.
   std::shared_ptr<BufferSource> run_memory;
+  // For a stream that sends the uint8 rendering (StreamSpec::raw): its
+  // pipeline bound in full, which says what the format stage writes
+  // (BoundPipeline::FormatRendered).
+  std::shared_ptr<const pipeline::BoundPipeline> formatted;
 };
 
 // An open that passed every check of its request and waits for admission
@@ -86,6 +90,7 @@ struct PendingOpen {
   const dataset::Dataset* dataset = nullptr;     // Owned by catalog.
   const pipeline::Pipeline* pipeline = nullptr;  // Owned by catalog.
   std::unique_ptr<pipeline::BoundPipeline> bound;
+  std::shared_ptr<const pipeline::BoundPipeline> formatted;  // When raw.
   std::optional<dataset::Sampler> sampler;
   uint32_t window = 0;
   uint64_t batch_bytes = 0;

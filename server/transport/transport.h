@@ -13,7 +13,9 @@
 //   - whether batches go on a channel of its own instead of the call
 //     (Delivery::side_channel);
 //   - whether its client holds batches in the transport's memory after
-//     reading them (Transport::client_holds), which widens the window.
+//     reading them (Transport::client_holds), which widens the window;
+//   - whether it formats images itself as it delivers them
+//     (Transport::formats_on_delivery: cuda_ipc, on the GPU).
 //
 // A transport is one folder under server/transport/ with its own library,
 // registered by name with STOKER_REGISTER_TRANSPORT (linked whole-archive
@@ -124,6 +126,10 @@ class Transport {
   // Whether batch bytes travel in the messages (Handover::payload), where
   // a request may ask for them compressed (OpenStream.compression).
   virtual bool sends_payload() const { return false; }
+  // Whether the stream's pipeline stops before its format stage (the uint8
+  // HWC rendering, BindMode::kRendered) and the transport formats the
+  // images as it delivers them (OpenedStream::formatted says how).
+  virtual bool formats_on_delivery() const { return false; }
   // Sets up one stream. REQUIRES: Available().
   virtual absl::StatusOr<std::shared_ptr<Delivery>> Open(
       const OpenContext& context) = 0;

@@ -46,12 +46,26 @@ TEST(ClientTransportsTest, EachRegisteredTransportHasAClass) {
   EXPECT_EQ(TransportName(v1::TRANSPORT_UNSPECIFIED), "grpc");
 }
 
-TEST(ClientTransportsTest, AKnownTransportWithoutAClassIsKeptToBeRefused) {
+TEST(ClientTransportsTest, CudaIpcAsksForANoticeSocketAndRefusesUnknownSlots) {
   auto defs = ParseTransports("cuda_ipc");
   ASSERT_TRUE(defs.ok()) << defs.status();
   ASSERT_EQ(defs->size(), 1u);
   EXPECT_EQ((*defs)[0].number, v1::TRANSPORT_CUDA_IPC);
-  EXPECT_EQ((*defs)[0].make, nullptr);
+  ASSERT_NE((*defs)[0].make, nullptr);
+  std::unique_ptr<ClientTransport> cuda_ipc = (*defs)[0].make();
+  v1::OpenStream open;
+  open.set_gpu_uuid("GPU-00000000-1111-2222-3333-444444444444");
+  cuda_ipc->Prepare(&open);
+  EXPECT_TRUE(open.notice_socket());
+  // A UUID the caller named is kept.
+  EXPECT_EQ(open.gpu_uuid(), "GPU-00000000-1111-2222-3333-444444444444");
+  EXPECT_TRUE(cuda_ipc->holds());
+  // Nothing mapped yet: every slot is unknown.
+  v1::Batch batch;
+  batch.set_slot(0);
+  EXPECT_TRUE(absl::IsDataLoss(cuda_ipc->Locate(batch).status()));
+  // A header without a ring is refused before anything is mapped.
+  EXPECT_FALSE(cuda_ipc->Attach(v1::StreamHeader()).ok());
 }
 
 TEST(ClientTransportsTest, AnUnknownNameSaysWhatIsKnown) {

@@ -1,6 +1,7 @@
 // The cuda_ipc transport's parts that need no GPU: its refusals (each
-// FAILED_PRECONDITION saying why), the per-GPU device memory budget, and
-// the order in which the ring's sharing kinds are tried.
+// FAILED_PRECONDITION saying why), its counters, the per-GPU device memory
+// budget, and the order in which the ring's sharing kinds are tried. The
+// streams themselves run on a GPU (tests/gpu/run.sh).
 #include <string>
 #include <vector>
 
@@ -64,11 +65,28 @@ TEST(CudaIpcTransportTest, WithoutADriverTheDriversErrorIsTheReason) {
                AllOf(HasSubstr("sees no GPU"), HasSubstr(probe.driver_error))));
 }
 
-TEST(CudaIpcTransportTest, TheTrainersGpuMustBeNamedByAUuidThisDaemonSees) {
+// A daemon with a unix socket, which cuda_ipc's descriptor socket sits
+// beside (never started here).
+TransportEnv WithUnixSocket() {
+  TransportEnv env;
+  env.unix_path = "/nonexistent/stoker.sock";
+  return env;
+}
+
+TEST(CudaIpcTransportTest, WithoutAUnixSocketItIsRefusedSayingSo) {
   const cuda::CudaProbe probe = OneGpu();
   CudaIpcTransport transport(TransportEnv{}, probe);
+  EXPECT_THAT(transport.Available(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("needs the daemon's unix socket")));
+}
+
+TEST(CudaIpcTransportTest, TheTrainersGpuMustBeNamedByAUuidThisDaemonSees) {
+  const cuda::CudaProbe probe = OneGpu();
+  CudaIpcTransport transport(WithUnixSocket(), probe);
   ASSERT_THAT(transport.Available(), IsOk());
   EXPECT_TRUE(transport.client_holds());
+  EXPECT_TRUE(transport.formats_on_delivery());
   EXPECT_THAT(OpenOn(transport, ""),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("needs gpu_uuid")));
@@ -82,16 +100,17 @@ TEST(CudaIpcTransportTest, TheTrainersGpuMustBeNamedByAUuidThisDaemonSees) {
                      HasSubstr(absl::StrCat("sees: ", kGpu)))));
 }
 
-TEST(CudaIpcTransportTest, AServableGpuIsRefusedUntilTheDeviceRingLands) {
+TEST(CudaIpcTransportTest, TheStreamMustBeOpenedWithItsFullBind) {
+  // The reactor asks for the rendering (formats_on_delivery), and the
+  // service then binds the pipeline in full too: without that, no open.
   const cuda::CudaProbe probe = OneGpu();
-  CudaIpcTransport transport(TransportEnv{}, probe);
+  CudaIpcTransport transport(WithUnixSocket(), probe);
   EXPECT_THAT(OpenOn(transport, kGpu),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr(kGpu), HasSubstr("use shm"))));
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("full bind")));
 }
 
 TEST(CudaIpcTransportTest, TheRegistryFindsItAndItAnswersAsThisBuildCan) {
-  Transports transports(TransportEnv{});
+  Transports transports(WithUnixSocket());
   EXPECT_EQ(Transports::Name(v1::TRANSPORT_CUDA_IPC), "cuda_ipc");
   auto found = transports.Find(v1::TRANSPORT_CUDA_IPC);
   const cuda::CudaProbe& probe = cuda::ProbeCuda();
@@ -104,6 +123,20 @@ TEST(CudaIpcTransportTest, TheRegistryFindsItAndItAnswersAsThisBuildCan) {
   } else {
     EXPECT_THAT(found.status(), IsOk());
   }
+}
+
+TEST(CudaIpcTransportTest, ItsCountersStartAtZero) {
+  const cuda::CudaProbe probe = OneGpu();
+  CudaIpcTransport transport(WithUnixSocket(), probe);
+  std::vector<std::string> names;
+  for (const service::NamedCount& c : transport.Counters()) {
+    names.push_back(c.metric);
+    EXPECT_EQ(c.value, 0) << c.metric;
+  }
+  EXPECT_THAT(names, ::testing::IsSupersetOf(
+                         {"stoker_cuda_h2d_bytes_total",
+                          "stoker_cuda_h2d_seconds_total",
+                          "stoker_cuda_kernel_seconds_total"}));
 }
 
 TEST(DeviceBudgetTest, ReservesPerGpuAndGivesBackWithTheReservation) {

@@ -61,11 +61,15 @@ struct TensorView {
   std::string name;
   DType dtype = DType::kUnknown;
   std::vector<int64_t> shape;  // Batch dimension first.
+  // Host memory, or device memory when `device` >= 0 (cuda_ipc): then read
+  // it with CUDA on that device; the host-side helpers (RaggedView's
+  // accessors, Batch::ragged) must not read it.
   const uint8_t* data = nullptr;
   size_t size = 0;  // Bytes.
   // On the offsets tensor of a ragged field: the name of its values.
   std::string offsets_for;
   bool utf8 = false;  // On the values of a str field.
+  int device = -1;  // The CUDA device (runtime ordinal) `data` is on, or -1.
 };
 
 // A ragged field of a batch (a variable-length array, bytes, str): its
@@ -182,8 +186,15 @@ struct StreamOptions {
   // grpc, shm, cuda_ipc, "auto" (shm, then grpc), or a list tried in
   // order, e.g. "cuda_ipc,shm,grpc"; info().transport tells which was used.
   std::string transport = "grpc";
-  // shm: batches the caller keeps alive beyond the one Next() replaces.
+  // shm, cuda_ipc: batches the caller keeps alive beyond the one Next()
+  // replaces.
   uint32_t hold = 1;
+  // cuda_ipc: the GPU the batches go to, by UUID as nvidia-smi -L prints
+  // it; empty: the calling thread's current CUDA device. A batch's tensors
+  // are then device memory (TensorView::device), complete when Next()
+  // returns, readable on any CUDA stream; the caller's work that reads
+  // them must have completed before the batch is released.
+  std::string gpu_uuid;
   // How long Next() keeps reconnecting after the daemon went away.
   std::chrono::milliseconds reconnect_timeout{30000};
   // How long opening may wait: for the daemon before Unavailable, and in

@@ -34,6 +34,10 @@ absl::StatusOr<int> FindGpuByUuid(const std::string& uuid) {
   return absl::FailedPreconditionError(kNotBuilt);
 }
 
+absl::StatusOr<std::string> CurrentGpuUuid() {
+  return absl::FailedPreconditionError(kNotBuilt);
+}
+
 absl::StatusOr<std::shared_ptr<DeviceMapping>> DeviceMapping::Map(
     const v1::CudaIpcRing& ring, int fd, int device) {
   if (fd >= 0) close(fd);
@@ -145,6 +149,25 @@ absl::StatusOr<int> FindGpuByUuid(const std::string& uuid) {
   return absl::NotFoundError(
       absl::StrCat("this process sees no GPU with UUID ", uuid, " (it sees ",
                    seen.empty() ? "none" : absl::StrJoin(seen, ", "), ")"));
+}
+
+absl::StatusOr<std::string> CurrentGpuUuid() {
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+    return RuntimeError("cudaGetDevice", e);
+  }
+  cudaDeviceProp prop;
+  if (cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess) {
+    return RuntimeError("cudaGetDeviceProperties", e);
+  }
+  std::string uuid = "GPU-";
+  for (int b = 0; b < 16; ++b) {
+    if (b == 4 || b == 6 || b == 8 || b == 10) uuid.push_back('-');
+    absl::StrAppend(&uuid,
+                    absl::Hex(static_cast<unsigned char>(prop.uuid.bytes[b]),
+                              absl::kZeroPad2));
+  }
+  return uuid;
 }
 
 absl::StatusOr<std::shared_ptr<DeviceMapping>> DeviceMapping::Map(

@@ -28,6 +28,8 @@ namespace stoker {
 // nvidia-smi -L prints it, or without "GPU-"). NOT_FOUND naming the GPUs
 // this process sees; FAILED_PRECONDITION without CUDA or a driver.
 absl::StatusOr<int> FindGpuByUuid(const std::string& uuid);
+// "GPU-..." of the calling thread's current CUDA device.
+absl::StatusOr<std::string> CurrentGpuUuid();
 
 // A ring mapped on one GPU.
 class DeviceMapping {

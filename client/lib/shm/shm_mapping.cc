@@ -44,11 +44,10 @@ absl::StatusOr<int> PresentToken(const std::string& path,
   return fd;
 }
 
-// Fetches and maps a stream's ring: connects to the daemon's fd socket,
-// sends the token and receives the memfd (see ShmRing in stoker.proto).
-absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring) {
-  absl::StatusOr<int> connected =
-      PresentToken(ring.fd_socket(), ring.token(), "shm socket");
+absl::StatusOr<int> FetchDescriptor(const std::string& path,
+                                    const std::string& token,
+                                    const char* what) {
+  absl::StatusOr<int> connected = PresentToken(path, token, what);
   if (!connected.ok()) return connected.status();
   const int sock = *connected;
   char byte;
@@ -63,19 +62,27 @@ absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring) 
   const int err = errno;
   close(sock);
   if (got < 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "stokerd did not answer on the shm socket ", ring.fd_socket(),
-        " within 10 s: ", std::strerror(err)));
+    return absl::UnavailableError(
+        absl::StrCat("stokerd did not answer on the ", what, " ", path,
+                     " within 10 s: ", std::strerror(err)));
   }
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   if (got != 1 || cmsg == nullptr || cmsg->cmsg_type != SCM_RIGHTS) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "stokerd did not hand over the shared-memory ring on ",
-        ring.fd_socket(), ": this process's user is not the daemon's and "
-        "not in its socket group"));
+        "stokerd did not hand over the stream's memory on the ", what, " ",
+        path, ": this process's user is not the daemon's and not in its "
+        "socket group"));
   }
   int fd;
   std::memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
+  return fd;
+}
+
+absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring) {
+  absl::StatusOr<int> fetched =
+      FetchDescriptor(ring.fd_socket(), ring.token(), "shm socket");
+  if (!fetched.ok()) return fetched.status();
+  const int fd = *fetched;
   auto mapping = std::make_shared<ShmMapping>();
   mapping->slots = ring.slots();
   mapping->slot_bytes = ring.slot_bytes();

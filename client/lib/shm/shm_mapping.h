@@ -31,6 +31,15 @@ struct ShmMapping {
 absl::StatusOr<int> PresentToken(const std::string& path,
                                  const std::string& token, const char* what);
 
+// Presents `token` on the fd socket at `path` and receives the descriptor
+// the daemon hands over for it (an shm ring's memfd, a cuda_ipc ring's VMM
+// handle), which the caller then owns. PermissionDenied when the daemon
+// hands over none (this user may not have it), Unavailable when it does
+// not answer.
+absl::StatusOr<int> FetchDescriptor(const std::string& path,
+                                    const std::string& token,
+                                    const char* what);
+
 // Fetches and maps a stream's ring: connects to the daemon's fd socket,
 // sends the token and receives the memfd (see ShmRing in stoker.proto).
 absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring);

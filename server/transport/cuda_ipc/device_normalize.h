@@ -57,6 +57,9 @@ class NormalizeTable {
  public:
   static constexpr size_t kEntries = 3 * 256;
   explicit NormalizeTable(const NormalizePlan& plan);
+  // The entries as given (read off the CPU's own output: device_outputs.h).
+  explicit NormalizeTable(const std::array<uint32_t, kEntries>& entries)
+      : entries_(entries) {}
   const std::array<uint32_t, kEntries>& entries() const { return entries_; }
 
  private:

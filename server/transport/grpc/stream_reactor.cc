@@ -115,6 +115,7 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
   service::StreamSpec spec = ToSpec(open);
   spec.transport = Transports::Name(open.transport());
   spec.client_holds = (*transport)->client_holds();
+  if ((*transport)->formats_on_delivery()) spec.raw = true;
   if (!(*transport)->sends_payload()) {
     spec.compression = service::Compression::kNone;
   }

@@ -110,10 +110,11 @@ void FdServer::Stop() {
   }
 }
 
-std::string FdServer::Register(const std::shared_ptr<ShmRing>& ring) {
+std::string FdServer::Register(
+    const std::shared_ptr<SharedDescriptor>& memory) {
   std::string token = NewToken();
   absl::MutexLock lock(&mu_);
-  rings_[token] = ring;
+  rings_[token] = memory;
   return token;
 }
 
@@ -285,7 +286,7 @@ bool FdServer::PeerAllowed(const ucred& peer) const {
 }
 
 bool FdServer::Serve(const Pending& p) {
-  std::shared_ptr<ShmRing> ring;
+  std::shared_ptr<SharedDescriptor> ring;
   std::function<void(int)> take;
   if (PeerAllowed(p.peer)) {
     absl::MutexLock lock(&mu_);

@@ -1,5 +1,7 @@
-// FdServer: hands the descriptors of shared-memory rings to the clients that
-// own them, over a unix socket beside the daemon's gRPC socket.
+// FdServer: hands the descriptors of shared memory (shm rings, cuda_ipc
+// device rings: SharedDescriptor) to the clients that own them, over a unix
+// socket beside the daemon's gRPC socket. The shm and cuda_ipc transports
+// each run one.
 //
 // Protocol: a client connects, sends the 16-byte token it got in its stream
 // header, and receives one byte: with the ring's descriptor attached
@@ -39,6 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/transport/shared_descriptor.h"
 #include "server/transport/shm/shm_ring.h"
 
 namespace stoker::transport {
@@ -60,9 +63,9 @@ class FdServer {
 
   const std::string& path() const { return path_; }
 
-  // Registers `ring` and returns its one-time token. The server holds the
-  // ring weakly: a ring whose stream ended is never handed out.
-  std::string Register(const std::shared_ptr<ShmRing>& ring);
+  // Registers `memory` and returns its one-time token. The server holds it
+  // weakly: memory whose stream ended is never handed out.
+  std::string Register(const std::shared_ptr<SharedDescriptor>& memory);
   // Registers a wanted connection and returns its one-time token. The
   // connection that presents it is passed to `take` (on this server's
   // thread), which owns the descriptor from then on.
@@ -118,7 +121,8 @@ class FdServer {
   std::atomic<uint64_t> accept_failures_{0};
 
   absl::Mutex mu_;
-  std::map<std::string, std::weak_ptr<ShmRing>> rings_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::weak_ptr<SharedDescriptor>> rings_
+      ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<void(int)>> wanted_
       ABSL_GUARDED_BY(mu_);
   std::map<const service::BufferSource*, std::weak_ptr<ShmRing>> run_rings_

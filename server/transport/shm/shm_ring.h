@@ -25,10 +25,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/service/batch.h"
+#include "server/transport/shared_descriptor.h"
 
 namespace stoker::transport {
 
 class ShmRing : public service::BufferSource,
+                public SharedDescriptor,
                 public std::enable_shared_from_this<ShmRing> {
  public:
   // Creates a ring of `slots` slots of at least `batch_bytes` each (rounded
@@ -39,7 +41,7 @@ class ShmRing : public service::BufferSource,
       std::shared_ptr<void> hold);
   ~ShmRing() override;
 
-  int fd() const { return fd_; }
+  int fd() const override { return fd_; }
   uint32_t slots() const { return slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
 
@@ -56,7 +58,7 @@ class ShmRing : public service::BufferSource,
 
   // The client has received the ring's descriptor (FdServer). Runs the
   // hand-over hook, once.
-  void MarkHandedOver();
+  void MarkHandedOver() override;
   bool handed_over() const;
   // `hook` runs on MarkHandedOver; ClearHandOverHook() waits for a running
   // hook and makes sure it never runs again.
