@@ -165,6 +165,23 @@ std::string Render(const TopView& v, const std::string& address) {
     }
   }
 
+  if (!v.gpus.empty()) {
+    absl::StrAppendFormat(&out, "\nGPUS (cuda_ipc)\n  %-40s %10s %9s %9s %8s %9s\n",
+                          "GPU", "DEVICE MiB", "BATCHES/S", "H2D GB/s",
+                          "H2D ms", "KERNEL ms");
+    const auto ms = [](double x) {
+      return x < 0 ? std::string("-") : absl::StrFormat("%.2f", x);
+    };
+    for (const GpuRow& g : v.gpus) {
+      absl::StrAppendFormat(&out, "  %-40s %10.1f %9.1f %9s %8s %9s\n",
+                            g.gpu, g.device_bytes / 1048576.0,
+                            g.batches_per_second,
+                            g.h2d_gbps < 0 ? std::string("-")
+                                           : absl::StrFormat("%.1f", g.h2d_gbps),
+                            ms(g.h2d_ms_per_batch), ms(g.kernel_ms_per_batch));
+    }
+  }
+
   out += "\nSTORAGE\n";
   for (const StorageRow& s : v.storage) {
     absl::StrAppendFormat(&out, "  %-12s %-12s %-10s %s\n", Cut(s.dataset, 12),

@@ -316,6 +316,40 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     v.helpers.push_back(std::move(r));
   }
 
+  // GPUs: cuda_ipc's values, labelled gpu, against the same GPU before.
+  using GpuValues = std::map<std::string, double>;  // By metric.
+  const auto gpu_values = [](const v1::DaemonStats& s) {
+    std::map<std::string, GpuValues> by_gpu;
+    for (const v1::NamedValue& n : s.transport_values()) {
+      const auto gpu = n.labels().find("gpu");
+      if (gpu == n.labels().end()) continue;
+      by_gpu[gpu->second][n.metric()] = n.value();
+    }
+    return by_gpu;
+  };
+  std::map<std::string, GpuValues> gpus_before = gpu_values(before);
+  for (auto& [gpu, now] : gpu_values(after)) {
+    GpuValues& then = gpus_before[gpu];
+    const auto delta = [&](const char* metric) {
+      return now[metric] - then[metric];
+    };
+    GpuRow r;
+    r.gpu = gpu;
+    r.device_bytes = static_cast<uint64_t>(now["stoker_cuda_device_bytes"]);
+    const double batches = delta("stoker_cuda_batches_total");
+    const double bytes = delta("stoker_cuda_h2d_bytes_total");
+    const double h2d = delta("stoker_cuda_h2d_seconds_total");
+    r.batches_per_second = batches / dt;
+    r.h2d_bytes_per_second = bytes / dt;
+    if (h2d > 0) r.h2d_gbps = bytes / h2d / 1e9;
+    if (batches > 0) {
+      r.h2d_ms_per_batch = h2d / batches * 1e3;
+      r.kernel_ms_per_batch =
+          delta("stoker_cuda_kernel_seconds_total") / batches * 1e3;
+    }
+    v.gpus.push_back(std::move(r));
+  }
+
   // The overall verdict: all active jobs as one. The storage and transport
   // of the busiest job stand for the rest.
   JobRow all;
@@ -423,6 +457,17 @@ nlohmann::json ToJson(const TopView& v) {
          {"failures", h.failures},
          {"late_batches", h.late},
          {"last_error", h.last_error}});
+  }
+  out["gpus"] = nlohmann::json::array();
+  for (const GpuRow& g : v.gpus) {
+    out["gpus"].push_back(
+        {{"gpu", g.gpu},
+         {"device_bytes", g.device_bytes},
+         {"batches_per_second", g.batches_per_second},
+         {"h2d_bytes_per_second", g.h2d_bytes_per_second},
+         {"h2d_gbps", or_null(g.h2d_gbps)},
+         {"h2d_ms_per_batch", or_null(g.h2d_ms_per_batch)},
+         {"kernel_ms_per_batch", or_null(g.kernel_ms_per_batch)}});
   }
   out["errors"] = nlohmann::json::object();
   for (const auto& [code, n] : v.errors) out["errors"][code] = n;

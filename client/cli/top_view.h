@@ -123,6 +123,17 @@ struct HelperRow {
   std::string last_error;
 };
 
+// A GPU that cuda_ipc streams deliver to, over the interval.
+struct GpuRow {
+  std::string gpu;            // UUID.
+  uint64_t device_bytes = 0;  // Held now (rings, staging).
+  double batches_per_second = 0;
+  double h2d_bytes_per_second = 0;  // Of wall time.
+  double h2d_gbps = -1;             // While copying; -1: no copy.
+  double h2d_ms_per_batch = -1;
+  double kernel_ms_per_batch = -1;  // The format stage on the device.
+};
+
 struct TopView {
   double interval_seconds = 0;
   double uptime_seconds = 0;
@@ -136,6 +147,7 @@ struct TopView {
   std::vector<JobRow> jobs;  // Label sets active in the interval or open.
   std::vector<StorageRow> storage;
   std::vector<HelperRow> helpers;  // Empty without `helpers` in the config.
+  std::vector<GpuRow> gpus;  // GPUs cuda_ipc streams used since start.
   bool placing_remote = false;     // New chunks go to helpers now.
   std::vector<DamagedDatasetRow> damaged;  // Unhealthy datasets only.
   std::map<std::string, uint64_t> errors;  // Cumulative, by code.

@@ -294,6 +294,45 @@ TEST(BuildViewTest, HelpersShowTheirRateShareAndBytesPerSample) {
               Not(HasSubstr("HELPERS")));
 }
 
+void AddGpuValue(v1::DaemonStats* s, const std::string& metric, double value) {
+  v1::NamedValue* n = s->add_transport_values();
+  n->set_metric(metric);
+  (*n->mutable_labels())["gpu"] = "GPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6c";
+  n->set_value(value);
+}
+
+TEST(BuildViewTest, GpusShowCudaIpcCopiesAndKernelPerBatch) {
+  v1::DaemonStats before = Base(10, 0);
+  AddGpuValue(&before, "stoker_cuda_batches_total", 100);
+  AddGpuValue(&before, "stoker_cuda_h2d_bytes_total", 100 * 38.5e6);
+  AddGpuValue(&before, "stoker_cuda_h2d_seconds_total", 100 * 0.0015);
+  AddGpuValue(&before, "stoker_cuda_kernel_seconds_total", 100 * 0.0004);
+  v1::DaemonStats after = Base(12, 0);
+  AddGpuValue(&after, "stoker_cuda_device_bytes", 800 << 20);
+  AddGpuValue(&after, "stoker_cuda_batches_total", 140);  // 40 in 2 s.
+  AddGpuValue(&after, "stoker_cuda_h2d_bytes_total", 140 * 38.5e6);
+  AddGpuValue(&after, "stoker_cuda_h2d_seconds_total", 100 * 0.0015 + 40 * 0.0014);
+  AddGpuValue(&after, "stoker_cuda_kernel_seconds_total", 100 * 0.0004 + 40 * 0.0005);
+  // A value without a gpu label is not a GPU's.
+  after.add_transport_values()->set_metric("stoker_shm_socket_refused_total");
+  const TopView v = BuildView(before, after);
+  ASSERT_EQ(v.gpus.size(), 1u);
+  const GpuRow& g = v.gpus[0];
+  EXPECT_EQ(g.gpu, "GPU-3f2a9c1e-7b4d-4e8a-9c0f-1d2e3f4a5b6c");
+  EXPECT_EQ(g.device_bytes, 800u << 20);
+  EXPECT_DOUBLE_EQ(g.batches_per_second, 20);
+  EXPECT_NEAR(g.h2d_ms_per_batch, 1.4, 1e-9);
+  EXPECT_NEAR(g.kernel_ms_per_batch, 0.5, 1e-9);
+  EXPECT_NEAR(g.h2d_gbps, 38.5e6 / 0.0014 / 1e9, 1e-6);
+  EXPECT_EQ(ToJson(v)["gpus"][0]["device_bytes"], 800u << 20);
+  const std::string screen = Render(v, "unix:/x.sock");
+  EXPECT_THAT(screen, HasSubstr("GPUS (cuda_ipc)"));
+  EXPECT_THAT(screen, HasSubstr("800.0"));  // MiB on the device.
+  // Without cuda_ipc streams, no GPUS section.
+  EXPECT_THAT(Render(BuildView(Base(1, 0), Base(2, 0)), "a"),
+              Not(HasSubstr("GPUS")));
+}
+
 TEST(BuildViewTest, NoTrafficIsIdle) {
   v1::DaemonStats before = Base(1, 0);
   v1::DaemonStats after = Base(2, 0);

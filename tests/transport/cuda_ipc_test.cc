@@ -125,18 +125,18 @@ TEST(CudaIpcTransportTest, TheRegistryFindsItAndItAnswersAsThisBuildCan) {
   }
 }
 
-TEST(CudaIpcTransportTest, ItsCountersStartAtZero) {
+TEST(CudaIpcTransportTest, ItsCountersStartAtZeroAndNameNoGpuBeforeAStream) {
   const cuda::CudaProbe probe = OneGpu();
   CudaIpcTransport transport(WithUnixSocket(), probe);
   std::vector<std::string> names;
   for (const service::NamedCount& c : transport.Counters()) {
     names.push_back(c.metric);
     EXPECT_EQ(c.value, 0) << c.metric;
+    EXPECT_TRUE(c.labels.empty()) << c.metric;
   }
   EXPECT_THAT(names, ::testing::IsSupersetOf(
-                         {"stoker_cuda_h2d_bytes_total",
-                          "stoker_cuda_h2d_seconds_total",
-                          "stoker_cuda_kernel_seconds_total"}));
+                         {"stoker_cuda_socket_refused_total",
+                          "stoker_cuda_socket_timed_out_total"}));
 }
 
 TEST(DeviceBudgetTest, ReservesPerGpuAndGivesBackWithTheReservation) {

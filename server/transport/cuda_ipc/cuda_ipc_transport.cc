@@ -16,8 +16,7 @@ absl::StatusOr<std::shared_ptr<Delivery>> OpenCudaIpcDelivery(CudaIpcOpen) {
 CudaIpcTransport::CudaIpcTransport(const TransportEnv& env,
                                    const cuda::CudaProbe& probe)
     : probe_(probe),
-      budget_(DeviceBudget::Create(env.device_memory_budget)),
-      counts_(std::make_shared<CudaIpcCounts>()) {
+      budget_(DeviceBudget::Create(env.device_memory_budget)) {
   if (probe_.built && !env.unix_path.empty()) {
     fd_server_ = std::make_unique<FdServer>(env.unix_path + ".cuda",
                                             env.unix_mode, env.unix_group);
@@ -72,7 +71,12 @@ absl::StatusOr<std::shared_ptr<Delivery>> CudaIpcTransport::Open(
   open.fd_server = fd_server_.get();
   open.hooks = context.hooks;
   open.budget = budget_.get();
-  open.counts = counts_;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<CudaIpcCounts>& counts = counts_[gpu->uuid];
+    if (counts == nullptr) counts = std::make_shared<CudaIpcCounts>();
+    open.counts = counts;
+  }
   return OpenCudaIpcDelivery(std::move(open));
 }
 
@@ -96,21 +100,30 @@ std::vector<service::NamedCount> CudaIpcTransport::Counters() const {
     c.labels = {{"gpu", gpu}};
     out.push_back(std::move(c));
   }
-  const CudaIpcCounts& k = *counts_;
-  out.push_back({"stoker_cuda_batches_total",
-                 "Batches cuda_ipc streams completed on the device.",
-                 static_cast<double>(k.batches.load())});
-  out.push_back({"stoker_cuda_h2d_bytes_total",
-                 "Bytes copied from pinned host memory to the GPU for "
-                 "cuda_ipc streams (uint8 renderings).",
-                 static_cast<double>(k.h2d_bytes.load())});
-  out.push_back({"stoker_cuda_h2d_seconds_total",
-                 "Device time of those copies (CUDA events).",
-                 k.h2d_nanos.load() / 1e9});
-  out.push_back({"stoker_cuda_kernel_seconds_total",
-                 "Device time of the format stage on the GPU (normalize "
-                 "kernel and copies into the slot).",
-                 k.kernel_nanos.load() / 1e9});
+  absl::MutexLock lock(&mu_);
+  for (const auto& [gpu, counts] : counts_) {
+    const CudaIpcCounts& k = *counts;
+    const auto add = [&, gpu = gpu](const char* metric, const char* help,
+                                    double value) {
+      service::NamedCount c{metric, help, value};
+      c.labels = {{"gpu", gpu}};
+      out.push_back(std::move(c));
+    };
+    add("stoker_cuda_batches_total",
+        "Batches cuda_ipc streams completed on the device.",
+        static_cast<double>(k.batches.load()));
+    add("stoker_cuda_h2d_bytes_total",
+        "Bytes copied from pinned host memory to the GPU for cuda_ipc "
+        "streams (uint8 renderings).",
+        static_cast<double>(k.h2d_bytes.load()));
+    add("stoker_cuda_h2d_seconds_total",
+        "Device time of those copies (CUDA events).",
+        k.h2d_nanos.load() / 1e9);
+    add("stoker_cuda_kernel_seconds_total",
+        "Device time of the format stage on the GPU (normalize kernel and "
+        "copies into the slot).",
+        k.kernel_nanos.load() / 1e9);
+  }
   if (fd_server_ != nullptr) {
     const FdServer::Stats s = fd_server_->GetStats();
     out.push_back({"stoker_cuda_socket_refused_total",

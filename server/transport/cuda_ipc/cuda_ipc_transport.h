@@ -20,9 +20,13 @@
 #ifndef STOKER_SERVER_TRANSPORT_CUDA_IPC_CUDA_IPC_TRANSPORT_H_
 #define STOKER_SERVER_TRANSPORT_CUDA_IPC_CUDA_IPC_TRANSPORT_H_
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/cuda/cuda_probe.h"
 #include "server/transport/cuda_ipc/cuda_ipc_delivery.h"
 #include "server/transport/cuda_ipc/device_budget.h"
@@ -51,8 +55,8 @@ class CudaIpcTransport : public Transport {
       const OpenContext& context) override;
   absl::Status Start() override;
   void Stop() override;
-  // Device bytes reserved per GPU, host-to-device bytes and time, format
-  // stage time, the descriptor socket's refusals.
+  // Per GPU: device bytes reserved, batches, host-to-device bytes and
+  // time, format stage time; the descriptor socket's refusals.
   std::vector<service::NamedCount> Counters() const override;
 
   const DeviceBudget& budget() const { return *budget_; }
@@ -61,8 +65,11 @@ class CudaIpcTransport : public Transport {
   const cuda::CudaProbe& probe_;
   // Shared with the reservations of the streams' device memory.
   const std::shared_ptr<DeviceBudget> budget_;
-  const std::shared_ptr<CudaIpcCounts> counts_;
   std::unique_ptr<FdServer> fd_server_;  // Null without a unix socket.
+  mutable absl::Mutex mu_;
+  // By GPU UUID as the probe lists it; shared with the streams on it.
+  std::map<std::string, std::shared_ptr<CudaIpcCounts>> counts_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker::transport

@@ -122,6 +122,12 @@ void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out) {
     o->set_allowance(h.allowance);
   }
   out->set_placing_remote(stats.placing_remote);
+  for (const service::NamedCount& c : stats.transport_counts) {
+    v1::NamedValue* o = out->add_transport_values();
+    o->set_metric(c.metric);
+    for (const auto& [name, value] : c.labels) (*o->mutable_labels())[name] = value;
+    o->set_value(c.value);
+  }
 }
 
 }  // namespace stoker::transport
