@@ -39,11 +39,15 @@ BINARIES=(
   tests/transport/device_normalize_test
   tests/transport/cuda_ipc_test
   tests/transport/device_ring_memory_gpu_test
+  tests/transport/device_outputs_test
+  tests/integration/integration_cuda_ipc_gpu_test
 )
 # Tests that must not skip on a GPU machine.
 GPU_TESTS=(cuda_probe_test device_normalize_gpu_test device_ring_memory_gpu_test cuda_ipc_test
-           device_normalize_test)
+           device_normalize_test device_outputs_test integration_cuda_ipc_gpu_test)
 LIMIT_BYTES=$((64 * 1024 * 1024))
+# Images of the packed dataset: 3 batches of 256 an epoch.
+DATASET_IMAGES=768
 # glibc's own libraries: taken from the GPU machine when its glibc is new
 # enough, else from BUNDLE/glibc.
 GLIBC_LIBS='^(ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libresolv\.so\.2)$'
@@ -51,6 +55,7 @@ GLIBC_LIBS='^(ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libpthread\.so\.0|l
 DRIVER_LIBS='^(libcuda\.so|libnvidia-)'
 
 die() { echo "tests/gpu/run.sh: $*" >&2; exit 1; }
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 
 pack() {
   local build=${1:-build} bundle=${2:-build-gpu}
@@ -88,6 +93,17 @@ pack() {
   objdump -T "$bundle"/bin/* "$bundle"/lib/* 2>/dev/null \
     | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1 \
     > "$bundle/NEEDS_GLIBC"
+  # The dataset the stream checks and the benchmark read: synthetic photos
+  # (bench/make_images.py needs PIL, which the GPU machine may lack), packed
+  # by this build's `stoker pack`.
+  [ -x "$build/client/cli/stoker" ] || die "$build/client/cli/stoker is missing: build it first"
+  local images
+  images=$(mktemp -d "${TMPDIR:-/tmp}/stoker-gpu-images.XXXXXX")
+  /usr/bin/python3 bench/make_images.py "$images" --count "$DATASET_IMAGES" \
+    --classes 10 --min-size 256 --max-size 320 --quality 85 >/dev/null
+  mkdir -p "$bundle/data"
+  "$build/client/cli/stoker" pack "$images" "$bundle/data/bench" --shards 4 >/dev/null
+  rm -rf "$images"
   {
     echo "built on: $(uname -n) $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(getconf GNU_LIBC_VERSION | awk '{print $2}')"
     echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
@@ -175,6 +191,78 @@ PY
     || { echo "torch's UUIDs differ from nvidia-smi's:"; echo "$from_torch"; gpu_uuids; return 1; }
 }
 
+# The stream checks: the bundled stokerd on the bundled dataset, the
+# Python client from this checkout (client/python) on this machine's torch.
+DAEMON_PID=
+start_daemon() {
+  echo "== stokerd from the bundle"
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/stoker-gpu-run.XXXXXX")
+  SOCKET=$WORK/stoker.sock
+  METRICS_PORT=$((20000 + RANDOM % 20000))
+  cat > "$WORK/stoker.yaml" <<EOF
+listen: {unix: $SOCKET}
+workers: $(( $(nproc) > 2 ? $(nproc) - 1 : 1 ))
+memory_budget: 8GiB
+device_memory_budget: 16GiB
+metrics: {listen: 127.0.0.1:$METRICS_PORT}
+datasets:
+  bench: {path: $BUNDLE/data/bench}
+pipelines:
+  train:
+    - decode_jpeg: {}
+    - random_resized_crop: {size: 224}
+    - random_flip: {}
+    - normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], dtype: float32}
+    - layout: chw
+EOF
+  "${RUN[@]}" "$BUNDLE/bin/stokerd" --config "$WORK/stoker.yaml" > "$WORK/stokerd.log" 2>&1 &
+  DAEMON_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    [ -S "$SOCKET" ] && break
+    kill -0 "$DAEMON_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ ! -S "$SOCKET" ]; then
+    echo "stokerd did not start:"; tail -30 "$WORK/stokerd.log"
+    return 1
+  fi
+  grep -m1 '"cuda"' "$WORK/stokerd.log" || true
+  echo "-- stokerd from the bundle: listening on $SOCKET"
+  export STOKER_GPU_ADDRESS="unix:$SOCKET" STOKER_GPU_DATASET=bench STOKER_GPU_PIPELINE=train
+  export STOKER_GPU_METRICS="http://127.0.0.1:$METRICS_PORT/metrics"
+  export PYTHONPATH="$REPO/client/python${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+stop_daemon() {
+  [ -n "$DAEMON_PID" ] || return 0
+  kill -TERM "$DAEMON_PID" 2>/dev/null || true
+  wait "$DAEMON_PID" 2>/dev/null || true
+  DAEMON_PID=
+  echo "stokerd's log, last lines:"; tail -15 "$WORK/stokerd.log"
+  if [ -n "${OUT:-}" ]; then cp "$WORK/stokerd.log" "$OUT/stokerd.log"; fi
+  rm -rf "$WORK"
+}
+
+python_gpu_tests() {
+  if python3 -c 'import pytest' 2>/dev/null; then
+    timeout 240 python3 -m pytest -q -p no:cacheprovider "$REPO/tests/gpu/test_cuda_python.py"
+  else
+    timeout 240 python3 "$REPO/tests/gpu/test_cuda_python.py"
+  fi
+}
+
+kill9_check() {
+  timeout 120 python3 "$REPO/tests/gpu/kill9_check.py" --address "$STOKER_GPU_ADDRESS" \
+    --dataset bench --pipeline train --metrics-url "$STOKER_GPU_METRICS" \
+    ${OUT:+--out "$OUT/kill9.json"}
+}
+
+gpu_bench() {
+  timeout 240 python3 "$REPO/tests/gpu/bench_gpu.py" --address "$STOKER_GPU_ADDRESS" \
+    --dataset bench --pipeline train --batch-size 256 ${OUT:+--out "$OUT/gpu-bench.json"}
+}
+
 open_bundle() {
   local where=${1:-build-gpu.tar.gz}
   if [[ $where == *.tar.gz ]]; then
@@ -201,7 +289,7 @@ exec_one() {
 
 run() {
   UNPACKED=
-  trap '[ -z "$UNPACKED" ] || rm -rf "$UNPACKED"' EXIT
+  trap '[ -z "$DAEMON_PID" ] || kill -KILL "$DAEMON_PID" 2>/dev/null; [ -z "$UNPACKED" ] || rm -rf "$UNPACKED"' EXIT
   open_bundle "${1:-}"
   if ! command -v nvidia-smi >/dev/null; then
     echo "tests/gpu/run.sh: no GPU here: nvidia-smi is not installed (no NVIDIA driver); nothing was run" >&2
@@ -220,7 +308,14 @@ run() {
   local t
   for t in "${GPU_TESTS[@]}"; do check "$t" gtest "$t"; done
   check "torch sees the same GPUs" torch_sees_the_gpus
-  echo "not run (not built yet): the cuda_ipc stream tests, the kill -9 device-memory check and the benchmark table of issue 16, which need the device ring"
+  if start_daemon; then
+    check "Python client on the GPU (tests/gpu/test_cuda_python.py)" python_gpu_tests
+    check "kill -9 frees the trainer's ring (tests/gpu/kill9_check.py)" kill9_check
+    check "benchmark (tests/gpu/bench_gpu.py)" gpu_bench
+    stop_daemon
+  else
+    FAILED+=("stokerd from the bundle")
+  fi
   echo "took $((SECONDS - started)) s"
   if [ ${#FAILED[@]} -gt 0 ]; then
     echo "tests/gpu/run.sh: FAILED: ${FAILED[*]}"

@@ -135,7 +135,7 @@ def test_auto_ends_on_grpc_for_a_tcp_address_and_says_so(client_daemon,
     # shm is for a daemon on this node (a unix socket): as for a TCP
     # address, auto then tries grpc only.
     monkeypatch.setattr(transports.ShmTransport, "suits",
-                        classmethod(lambda cls, address: False))
+                        classmethod(lambda cls, address, cuda_device: False))
     client = stoker.Client(client_daemon.address)
     with client.stream("train", "train", batch_size=4) as s:
         assert s.transport == "grpc" and s.info.transport == "grpc"
@@ -145,11 +145,14 @@ def test_auto_ends_on_grpc_for_a_tcp_address_and_says_so(client_daemon,
 
 def test_auto_falls_back_when_a_transport_is_refused(client_daemon,
                                                      monkeypatch):
-    # As auto will once this client reads cuda_ipc: the daemon (or the
-    # client, were it granted) refuses it with FAILED_PRECONDITION, and the
+    # As auto does for a consumer on a GPU: the client (without CUDA here)
+    # or the daemon refuses cuda_ipc with FAILED_PRECONDITION, and the
     # stream goes on with the next candidate.
+    monkeypatch.setattr(transports.CudaIpcTransport, "unavailable",
+                        classmethod(lambda cls, cuda_device: "no GPU here"))
     monkeypatch.setattr(transports, "candidates",
-                        lambda name, address: ["cuda_ipc", "grpc"])
+                        lambda name, address, cuda_device: ["cuda_ipc",
+                                                            "grpc"])
     client = stoker.Client(client_daemon.address)
     with client.stream("train", "train", batch_size=4, seed=3) as s:
         assert s.transport == "grpc"
@@ -162,13 +165,18 @@ def test_auto_falls_back_when_a_transport_is_refused(client_daemon,
         assert digest(s) == fallback
 
 
-def test_transports_this_client_cannot_read_fail_before_sending():
-    # No daemon listens here: nothing is sent.
+def test_transports_this_process_cannot_use_fail_before_sending(
+        monkeypatch):
+    # No daemon listens here: nothing is sent. (test_client_cuda.py has
+    # each of cuda_ipc's reasons.)
+    monkeypatch.setattr(transports.CudaIpcTransport, "unavailable",
+                        classmethod(lambda cls, cuda_device: "no GPU here"))
     client = stoker.Client("unix:/nonexistent/stoker.sock")
     for transport in ("cuda_ipc",):
         with pytest.raises(stoker.FailedPrecondition) as e:
             client.stream("train", "train", batch_size=4, transport=transport)
         assert e.value.code.name == "FAILED_PRECONDITION"
+        assert "no GPU here" in e.value.message
         assert "'grpc'" in e.value.message
 
 

@@ -49,6 +49,8 @@ def test_the_bundle_is_small_and_names_the_glibc_it_needs(bundle):
     # The driver is the GPU machine's, never carried.
     assert not [p.name for p in bundle.rglob("libcuda*")]
     assert "commit:" in (bundle / "BUILT").read_text()
+    # The dataset the stream checks read, packed.
+    assert (bundle / "data" / "bench" / "manifest.json").exists()
 
 
 @pytest.mark.parametrize("bundled_glibc", ["0", "1"])

@@ -67,21 +67,23 @@ class Ragged:
 Field = Union[Array, Ragged]
 
 
-def pair_ragged(arrays: Dict[str, Array],
-                specs: Iterable[pb.TensorSpec]) -> Dict[str, Field]:
+def pair_ragged(arrays: Dict[str, Array], specs: Iterable[pb.TensorSpec],
+                read_offsets: bool = True) -> Dict[str, Field]:
     """`arrays` with each ragged field's values and "<name>.offsets" arrays
     replaced by one Ragged under the field's name; DataLoss when offsets do
-    not index their values."""
+    not index their values. Without `read_offsets` (arrays on a GPU, where
+    reading them would wait for the device) only their layout is checked."""
     out: Dict[str, Field] = dict(arrays)
     for spec in specs:
         if not spec.offsets_for:
             continue
         values = arrays.get(spec.offsets_for)
         offsets = arrays[spec.name]
-        if (values is None or offsets.dtype != np.int64 or offsets.ndim != 1
-                or offsets.shape[0] < 1 or offsets[0] != 0
-                or offsets[-1] != values.shape[0]
-                or bool(np.any(offsets[1:] < offsets[:-1]))):
+        if (values is None or spec.dtype != pb.DTYPE_INT64
+                or len(spec.shape) != 1 or spec.shape[0] < 1
+                or (read_offsets and (
+                    offsets[0] != 0 or offsets[-1] != values.shape[0]
+                    or bool(np.any(offsets[1:] < offsets[:-1]))))):
             raise errors.DataLoss(
                 f"tensor '{spec.name}' does not index the rows of "
                 f"'{spec.offsets_for}'")
@@ -112,7 +114,8 @@ class Batch(Mapping[str, Field]):
     """A read-only mapping of tensor name to numpy array, batch dimension
     first: ``batch["image"]``, ``batch["label"]``; a ragged field (a
     variable-length array, bytes, str) is a Ragged: ``batch["tokens"][k]``
-    is sample k's tokens.
+    is sample k's tokens. Over cuda_ipc the arrays are torch tensors on the
+    GPU instead (a Ragged's values and offsets too).
 
     With the grpc transport the arrays are read-only views of the message
     gRPC received: nothing is copied, and the memory lives as long as any
@@ -126,8 +129,11 @@ class Batch(Mapping[str, Field]):
     viewing it have been collected. After release() the arrays stay
     readable but the daemon may refill the slot with a later batch: copy
     what must outlive it. Releasing acknowledges the batch to the daemon,
-    which sends at most ``prefetch + hold`` unreleased batches. For other
-    transports release() does nothing.
+    which sends at most ``prefetch + hold`` unreleased batches. Over
+    cuda_ipc, and over shm to a GPU (a Stream with cuda_device), the ack
+    waits until the work queued on the GPU's current stream at release has
+    run (see stoker.transports). For other transports release() does
+    nothing.
 
     ``epoch`` and ``step`` give the batch's position; ``sample_ids`` the
     dataset indices of its samples in order; ``skipped_ids`` the samples of

@@ -13,7 +13,9 @@ through a queue that gRPC drains on its own thread, and a release may
 queue its ack from any thread. Over shm, acks go out two to a message
 where the daemon allows it (see _Releases), and where the daemon grants a
 notice socket, batches and acks travel there instead of on the call (see
-_call.NoticeCall).
+_call.NoticeCall). Over cuda_ipc (tensors on the GPU), as over shm; and
+where the consumer's GPU may still read a released batch, its ack waits
+for that work (a fence; see _Releases).
 
 The stream tracks its position, the (epoch, step) of the next batch. When
 the connection drops (UNAVAILABLE: the daemon stopped, crashed or
@@ -23,9 +25,10 @@ position, so the user sees every batch once, in order. After
 """
 import collections
 import gc
+import threading
 import time
 import weakref
-from typing import Deque, List, Optional, Tuple, Union
+from typing import Callable, Deque, List, Optional, Tuple, Union
 
 import grpc
 
@@ -39,6 +42,8 @@ from .request import Position, StreamRequest
 
 # A Stream call: over shm with a notice socket, a NoticeCall.
 AnyCall = Union[Call, NoticeCall]
+# What a release asks for the fence its ack must wait for (Transport.fence).
+FenceSource = Callable[[], Optional[transports.Fence]]
 
 
 class _Releases:
@@ -58,9 +63,16 @@ class _Releases:
     fill (see Stream._read): a held-back ack is one slot the daemon cannot
     reuse yet. The queue is a deque: appends and pops are atomic, so a
     release on another thread never loses an ack to a flush.
+
+    Where the consumer's GPU may still read a released batch (cuda_ipc, or
+    copies from a page-locked shm ring), the release records a fence (a
+    CUDA event on the GPU's current stream) and its ack waits in `fenced`
+    until the fence has completed: settle() sends the acks whose fences
+    have, oldest first, and waits for fences when told to. Fences are
+    checked by the stream's thread (and close()), never by a release.
     """
 
-    __slots__ = ("state", "pending")
+    __slots__ = ("state", "pending", "fenced", "_settling")
 
     PAIR = 2  # Acks sent together.
 
@@ -68,6 +80,10 @@ class _Releases:
         # (generation, the call acks go to, whether it takes AckLists)
         self.state: Tuple[int, Optional[AnyCall], bool] = (0, None, False)
         self.pending: Deque[pb.Ack] = collections.deque()
+        # (generation, fence, ack) of releases waiting for their fence.
+        self.fenced: Deque[Tuple[int, transports.Fence, pb.Ack]] = \
+            collections.deque()
+        self._settling = threading.Lock()
 
     @property
     def generation(self) -> int:
@@ -76,10 +92,18 @@ class _Releases:
     def attach(self, call: Optional[AnyCall], ack_list: bool = False) -> None:
         self.state = (self.state[0] + 1, call, ack_list)
         self.pending = collections.deque()
+        self.fenced = collections.deque()
 
-    def release(self, generation: int, ack: pb.Ack) -> None:
+    def release(self, generation: int, ack: pb.Ack,
+                fence: Optional[FenceSource] = None) -> None:
+        """Acknowledges a released batch, once the fence that `fence`
+        gives (if any) has completed."""
         current, call, ack_list = self.state
         if current != generation or call is None:
+            return
+        waits_for = fence() if fence is not None else None
+        if waits_for is not None:
+            self.fenced.append((generation, waits_for, ack))
             return
         if not ack_list:
             call.send(pb.StreamRequest(ack=ack))
@@ -102,6 +126,21 @@ class _Releases:
         if acks and call is not None:
             call.send(pb.StreamRequest(acks=pb.AckList(acks=acks)))
 
+    def settle(self, wait: int = 0) -> None:
+        """Sends the ack of each fenced release whose fence has completed,
+        oldest first, waiting for up to `wait` fences that have not."""
+        with self._settling:
+            fenced = self.fenced
+            while fenced:
+                generation, fence, ack = fenced[0]
+                if not fence.query():
+                    if wait <= 0:
+                        return
+                    fence.synchronize()
+                    wait -= 1
+                fenced.popleft()
+                self.release(generation, ack)
+
 
 class Stream:
     """An iterator of stoker.Batch, opened by Client.stream().
@@ -115,6 +154,14 @@ class Stream:
     FAILED_PRECONDITION or PERMISSION_DENIED (``transport_attempts`` lists
     what each try got). ``reconnects`` counts reconnections after the
     daemon went away.
+
+    ``cuda_device`` (torch's GPU index, or None) is where the consumer uses
+    the batches. With it, 'auto' tries cuda_ipc first on a daemon on this
+    node (batches then hold torch tensors on that GPU: ``on_device``), and
+    over shm the ring is page-locked for copies to it (``pinned``). Over
+    both, a released batch is acknowledged only once the work queued on the
+    GPU's current stream at release (kernels reading it, copies from it)
+    has run, so the daemon never overwrites a slot under it.
 
     Over shm each Batch holds a slot of the ring until it is released:
     ``batch.release()``, or when the Batch and all arrays viewing it are
@@ -136,13 +183,16 @@ class Stream:
     def __init__(self, client: Connection, request: StreamRequest,
                  transport: str = "auto",
                  start: Tuple[int, int] = (0, 0),
-                 reconnect_timeout: float = 30.0) -> None:
+                 reconnect_timeout: float = 30.0,
+                 cuda_device: Optional[int] = None) -> None:
         self._closed = True  # Until opened, for __del__.
         if not isinstance(request, StreamRequest):
             raise TypeError("request must be a StreamRequest")
         self._client = client
         self._request = request
-        self._candidates = transports.candidates(transport, client.address)
+        self.cuda_device = cuda_device
+        self._candidates = transports.candidates(transport, client.address,
+                                                 cuda_device)
         self._position = Position.of(start)
         if reconnect_timeout is None or reconnect_timeout < 0:
             raise ValueError(f"reconnect_timeout must be >= 0 seconds, got "
@@ -183,6 +233,17 @@ class Stream:
     def notice_socket(self) -> bool:
         """True when batches come on the daemon's notice socket (shm)."""
         return isinstance(self._call, NoticeCall)
+
+    @property
+    def on_device(self) -> bool:
+        """True when batches hold torch tensors on the GPU (cuda_ipc)."""
+        return self._transport.on_device
+
+    @property
+    def pinned(self) -> bool:
+        """True when the shm ring is page-locked for copies to
+        cuda_device."""
+        return self._transport.pinned
 
     @property
     def request(self) -> StreamRequest:
@@ -227,40 +288,52 @@ class Stream:
     HELD_TIMEOUT = 1.0
 
     def _read(self, call: AnyCall) -> Response:
-        """call.read(); over shm, first ResourceExhausted when every slot of
-        the ring is held by unreleased batches for HELD_TIMEOUT seconds, so
-        that none can arrive. While a slot is neither held nor waiting for
-        its ack to be sent, the daemon can fill it, so the read that follows
-        does not wait forever."""
+        """call.read(); over a ring (shm, cuda_ipc), first ResourceExhausted
+        when every slot of the ring is held by unreleased batches for
+        HELD_TIMEOUT seconds, so that none can arrive. While a slot is
+        neither held nor waiting for its ack to be sent, the daemon can fill
+        it, so the read that follows does not wait forever."""
         transport = self._transport
         if transport.ack_on_release:
             self._wait_for_a_free_slot(transport.slots)
         return call.read()
 
     def _wait_for_a_free_slot(self, slots: int) -> None:
-        self._held = [f for f in self._held if f.alive]
-        # Acks held back must not cost the daemon its prefetch: the ring has
-        # prefetch + hold slots, so flush once held + held back > hold.
-        hold = max(1, self._request.hold)  # The daemon takes 0 as 1.
-        if len(self._held) + len(self._releases.pending) > hold:
-            self._releases.flush()
+        self._send_acks(slots)
         if len(self._held) < slots:
             return
         gc.collect()  # Batches kept alive only by a cycle.
         deadline = time.monotonic() + self.HELD_TIMEOUT
         while True:
-            self._held = [f for f in self._held if f.alive]
+            self._send_acks(slots)
             if len(self._held) < slots or self._closed:
                 self._releases.flush()  # Released meanwhile, elsewhere.
                 return
             if time.monotonic() > deadline:
                 raise errors.ResourceExhausted(
-                    f"all {slots} slots of the shm ring are held by "
+                    f"all {slots} slots of the ring are held by "
                     f"unreleased batches, so the daemon can send no more: "
                     f"release() batches (or drop them) or copy what you "
                     f"keep, open the stream with a larger hold, or use "
                     f"transport 'grpc'")
             time.sleep(0.01)  # Another thread may release one.
+
+    def _send_acks(self, slots: int) -> None:
+        """Sends the acks the daemon needs to have a slot to fill: those of
+        released batches whose fence has completed, and, when the held and
+        fenced batches take every slot, those of the oldest fenced ones
+        once their fences complete (waiting: no batch could come before).
+        Acks held back (see _Releases) must not cost the daemon its
+        prefetch: the ring has prefetch + hold slots, so they are flushed
+        once held + fenced + held back > hold."""
+        releases = self._releases
+        self._held = [f for f in self._held if f.alive]
+        releases.settle(
+            wait=len(self._held) + len(releases.fenced) - slots + 1)
+        hold = max(1, self._request.hold)  # The daemon takes 0 as 1.
+        if len(self._held) + len(releases.fenced) + len(
+                releases.pending) > hold:
+            releases.flush()
 
     def _deliver(self, call: AnyCall, response: Response,
                  asked: float) -> Batch:
@@ -276,7 +349,8 @@ class Stream:
         transport = self._transport
         try:
             views, owner = transport.arrays(response)
-            arrays = pair_ragged(views, b.tensors)
+            arrays = pair_ragged(views, b.tensors,
+                                 read_offsets=not transport.on_device)
         except errors.StokerError:
             self.close()
             raise
@@ -287,11 +361,12 @@ class Stream:
         release = None
         if transport.ack_on_release:
             # The slot is the consumer's until the batch is released: by
-            # Batch.release(), or once the slot array (the base of every
-            # array of the batch) is collected.
+            # Batch.release(), or once the owner (which every array of the
+            # batch keeps alive) is collected.
             release = weakref.finalize(owner, _Releases.release,
                                        self._releases,
-                                       self._releases.generation, ack)
+                                       self._releases.generation, ack,
+                                       transport.fence)
             release.atexit = False
             self._held.append(release)
         else:
@@ -309,9 +384,11 @@ class Stream:
                      skipped_reps=list(b.skipped_reps))
 
     def close(self) -> None:
-        """Ends the stream and frees what the daemon holds for it.
-        Idempotent."""
+        """Ends the stream and frees what the daemon holds for it; first
+        waits for the GPU work that may read released batches (see
+        cuda_device). Idempotent."""
         self._closed = True
+        self._releases.settle(wait=len(self._releases.fenced))
         self._releases.attach(None)
         self._drop_call()
         self._transport.close()
@@ -381,7 +458,8 @@ class Stream:
         last refusal, or at once on any other error."""
         for i, name in enumerate(self._candidates):
             try:
-                self._open_with(transports.make(name), deadline)
+                self._open_with(transports.make(name, self.cuda_device),
+                                deadline)
             except (errors.FailedPrecondition, errors.PermissionDenied) as e:
                 self.transport_attempts.append((name, str(e)))
                 if i + 1 == len(self._candidates):
@@ -422,7 +500,10 @@ class Stream:
             call.close()
             raise
         h = response.header
-        self._transport.close()  # The one of the dropped call.
+        # The dropped call's transport, once the GPU is done with its
+        # released batches.
+        self._releases.settle(wait=len(self._releases.fenced))
+        self._transport.close()
         # Batches of an earlier call (an old ring) must not ack into this one.
         self._releases.attach(call, ack_list=h.ack_list)
         self._held = []

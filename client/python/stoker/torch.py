@@ -69,17 +69,36 @@ With ``zero_copy=True`` the CPU tensors are views of the slot instead (no
 copy): they are read-only (writing to them in place crashes the process:
 the mapping is read-only) and valid only until the Loader yields the next
 batch or the loop ends, when the slot goes back to the daemon; ``.clone()``
-what you keep longer. With a CUDA device each tensor is copied into pinned
-host memory and then to the device with non_blocking=True on the current
-stream (torch's pinned-memory cache keeps the host buffer until the copy
-has run); an shm slot is released as soon as it is copied.
+what you keep longer.
+
+With a CUDA device, transport 'auto' tries cuda_ipc first (for a daemon on
+this node), then shm, then grpc; ``loader.transport`` says which it took
+and ``loader.transport_reason`` why (also logged once, on the "stoker"
+logger). Over cuda_ipc the daemon writes each batch into a ring on your
+GPU and the tensors are views of it (no copy at all): like zero_copy they
+are valid until the Loader yields the next batch or the loop ends (then
+the slot goes back to the daemon: ``.clone()`` what you keep longer), and
+writing to them in place writes the daemon's ring. Over shm the ring is
+page-locked once (``loader.pinned``) and each tensor is copied from its
+slot to the device with non_blocking=True on the current stream; where the
+driver will not page-lock it (logged once), and over grpc, each tensor is
+copied into pinned host memory first (synchronously; torch's pinned-memory
+cache keeps that buffer until the copy to the device has run). A slot that
+queued GPU work may still read goes back to the daemon only once that work
+has run: the copies from a page-locked shm slot, or over cuda_ipc the work
+queued on the current stream by the time the Loader is asked for the next
+batch (the stream records a CUDA event at release and checks it before
+reading on). So over cuda_ipc queue the work that reads a batch on the
+current stream (or synchronize other streams) before asking for the next.
 
 A Loader is used by one thread at a time.
 """
 import collections.abc
+import logging
 import os
 import warnings
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import (Any, Dict, Iterator, List, Mapping, Optional, Tuple,
+                    Union, cast)
 
 import torch
 
@@ -99,6 +118,8 @@ MUST_MATCH = ("dataset", "pipeline", "seed", "drop_last", "ra_reps")
 ADDED = {"ra_reps": 1}
 # The layout: a resume may change it (see the module comment).
 LAYOUT = ("world_size", "batch_size")
+
+_log = logging.getLogger("stoker")
 
 
 class TensorBatch(Dict[str, torch.Tensor]):
@@ -218,6 +239,8 @@ class Loader:
     distributed context. `hold` is as for Client.stream;
     `zero_copy` (shm on the CPU only) yields views of the shm slot, valid
     until the next batch, instead of copies (see the module comment).
+    `device` is where the tensors go (None: the CPU); transport 'cuda_ipc'
+    needs a CUDA device.
     """
 
     def __init__(self, address: Union[str, Client], dataset: str,
@@ -240,12 +263,18 @@ class Loader:
             world_size=context[1], job_id=context[2])
         self._zero_copy = bool(zero_copy)
         self._transport = transport
+        self._device = resolve_device(device)
+        if transport == "cuda_ipc" and self._device.type != "cuda":
+            raise ValueError(f"transport 'cuda_ipc' puts batches on a GPU: "
+                             f"pass device='cuda', not {self._device}")
         candidates(transport, address if isinstance(address, str)
-                   else address.address)
+                   else address.address, self._cuda_device())
         self._position = Position.of(start)
         self._epochs = self._request.epochs or None
         self._reconnect_timeout = reconnect_timeout
-        self._device = resolve_device(device)
+        # Why the open stream has its transport; what was last logged.
+        self._transport_reason: Optional[str] = None
+        self._said: Optional[Tuple[str, str]] = None
         self._client = address if isinstance(address, Client) else Client(
             address, connect_timeout=reconnect_timeout)
         # From the daemon, when first needed.
@@ -289,7 +318,20 @@ class Loader:
 
     @property
     def transport(self) -> Optional[str]:
+        """The open stream's transport, or None between streams."""
         return self._stream.transport if self._stream is not None else None
+
+    @property
+    def transport_reason(self) -> Optional[str]:
+        """Why the open stream has its transport: what was asked for, and
+        for 'auto' what each candidate answered; None between streams."""
+        return self._transport_reason if self._stream is not None else None
+
+    @property
+    def pinned(self) -> bool:
+        """True when batches are copied to the GPU straight from the shm
+        ring, which is page-locked (asynchronous copies, no staging)."""
+        return self._stream is not None and self._stream.pinned
 
     def __len__(self) -> int:
         """Batches per epoch for this rank."""
@@ -357,7 +399,9 @@ class Loader:
             self._stream = Stream(self._client, self._request,
                                   transport=self._transport,
                                   start=self._position,
-                                  reconnect_timeout=self._reconnect_timeout)
+                                  reconnect_timeout=self._reconnect_timeout,
+                                  cuda_device=self._cuda_device())
+            self._say_transport(self._stream)
             if self._num_samples is None:
                 self._num_samples = self._stream.info.num_samples
                 try:
@@ -376,11 +420,42 @@ class Loader:
                 self._steps = header_steps
         return self._stream
 
+    def _cuda_device(self) -> Optional[int]:
+        return self._device.index if self._device.type == "cuda" else None
+
+    def _say_transport(self, stream: Stream) -> None:
+        """Sets transport_reason, and logs it when it changed."""
+        attempts = stream.transport_attempts
+        if self._transport != "auto":
+            reason = f"transport '{self._transport}' was asked for"
+        else:
+            reason = (f"transport 'auto' for device {self._device} tried "
+                      f"{', '.join(name for name, _ in attempts)}: " +
+                      "; ".join(f"{name} refused ({why})" if why else
+                                f"{name} granted" for name, why in attempts))
+        self._transport_reason = reason
+        if self._said != (stream.transport, reason):
+            self._said = (stream.transport, reason)
+            _log.info("stoker.torch.Loader: transport %s (%s)",
+                      stream.transport, reason)
+
     def _to_torch(self, batch: Batch, stream: Stream) -> TensorBatch:
+        if stream.on_device:
+            # cuda_ipc: tensors viewing the device ring, released with the
+            # batch.
+            return TensorBatch(cast(Dict[str, torch.Tensor],
+                                    dict(_flat_arrays(batch))), batch)
         tensors = _from_numpy(batch)
         if self._device.type == "cuda":
-            tensors = {name: self._to_device(t) for name, t in tensors.items()}
-            batch.release()  # Copied out (synchronously, to pinned memory).
+            if stream.pinned:
+                tensors = {name: t.to(self._device, non_blocking=True)
+                           for name, t in tensors.items()}
+            else:
+                tensors = {name: self._to_device(t)
+                           for name, t in tensors.items()}
+            # Acknowledged once the copies queued on the current stream have
+            # run (a fence; see stoker.stream) where they read the slot.
+            batch.release()
         elif stream.transport == "shm" and not self._zero_copy:
             tensors = {name: t.clone() for name, t in tensors.items()}
             batch.release()

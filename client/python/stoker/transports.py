@@ -7,39 +7,54 @@ Transport is the small piece that knows this: it adds its fields to the open
 request, checks the daemon's header (and maps what it names), turns each
 Batch into arrays, and is closed with its stream.
 
-This client reads `grpc` and `shm`. `cuda_ipc` is declared, not yet
-implemented: asking for it by name raises FailedPrecondition before
-anything is sent, and `auto` skips it. `auto` negotiates: it asks for each
-implemented candidate in order of preference (cuda_ipc, shm, grpc) and
-takes the first that the daemon grants; a FAILED_PRECONDITION or
-PERMISSION_DENIED answer (e.g. the daemon would not hand over the shm ring
-to this user) moves on to the next, and Stream.transport says where it
-ended. Adding a transport is one class here with `implemented = True`.
+This client reads `grpc`, `shm` and `cuda_ipc`. A transport this process
+cannot use (cuda_ipc without torch, CUDA or a GPU) says why
+(Transport.unavailable): asking for it by name raises FailedPrecondition
+with the reason before anything is sent, and `auto` moves past it with the
+reason. `auto` negotiates: it asks for each candidate that suits the
+daemon's address and the consumer's GPU, in order of preference (cuda_ipc,
+shm, grpc), and takes the first that the daemon grants; a
+FAILED_PRECONDITION or PERMISSION_DENIED answer (e.g. the daemon would not
+hand over the shm ring to this user) moves on to the next, and
+Stream.transport says where it ended. Adding a transport is one class here.
 
 A transport's `arrays(response)`, for a batch response, returns ({name:
-array}, owner). For a transport with `ack_on_release`, `owner` is an
-ndarray that every array of the batch views (their numpy base): the stream
+array}, owner): numpy arrays, or for a transport that is `on_device`
+(cuda_ipc) torch tensors on the GPU. For a transport with
+`ack_on_release`, `owner` is an object that every array of the batch
+keeps alive (over shm the slot ndarray, their numpy base): the stream
 acknowledges the batch when the batch is released, or when the owner is
 collected, which happens only once the Batch and every array and tensor
 viewing it are gone. Otherwise owner is None and the batch is acknowledged
 when handed over.
+
+The consumer's GPU (Stream's `cuda_device`) may still read a released
+batch: the kernels and copies it queued run later. So a release asks the
+transport for a fence (a CUDA event on the GPU's current stream, where the
+consumer's reads may be pending), and the ack waits for it (see
+stream._Releases).
 """
+import logging
 import mmap
 import os
 import socket
-from typing import Any, Dict, List, Optional, Tuple, Type, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 import numpy as np
 import numpy.typing as npt
 
-from . import errors
+from . import _cuda, errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._wire import Response
 
 Array = npt.NDArray[Any]
-# What Transport.arrays returns: the batch's arrays by name, and their owner.
-Arrays = Tuple[Dict[str, Array], Optional["npt.NDArray[np.uint8]"]]
+# What Transport.arrays returns: the batch's arrays by name (numpy arrays,
+# or torch tensors for a transport on_device), and their owner.
+Arrays = Tuple[Dict[str, Any], Optional[object]]
 
+_log = logging.getLogger("stoker")
+
+Fence = _cuda.Fence
 
 
 def _numpy_dtypes() -> Dict[int, "np.dtype[Any]"]:
@@ -70,21 +85,38 @@ def dtype_of(value: int) -> "np.dtype[Any]":
 
 
 class Transport:
-    """One stream's transport. Not thread-safe; used by its Stream only."""
+    """One stream's transport. Not thread-safe; used by its Stream only,
+    but for fence(), which a release calls from any thread.
+
+    `cuda_device` is the GPU (torch's index) where the consumer uses the
+    batches, or None: cuda_ipc maps its ring there (None: the current
+    GPU), and shm page-locks its ring for copies to it."""
 
     name = ""
     wire: "pb.Transport" = pb.TRANSPORT_UNSPECIFIED
-    implemented = True
     ack_on_release = False
+    # Whether arrays() gives torch tensors on the GPU rather than numpy
+    # arrays.
+    on_device = False
+    # Whether the ring is page-locked for copies to cuda_device.
+    pinned = False
     # Whether the stream's messages are worth receiving on a thread of their
     # own while the consumer works (see _call.Call).
     read_ahead = True
 
+    def __init__(self, cuda_device: Optional[int] = None) -> None:
+        self.cuda_device = cuda_device
+
     @classmethod
-    def suits(cls, address: str) -> bool:
+    def suits(cls, address: str, cuda_device: Optional[int]) -> bool:
         """Whether `auto` should try this transport for a daemon at
-        `address`."""
+        `address` and a consumer on `cuda_device`."""
         return True
+
+    @classmethod
+    def unavailable(cls, cuda_device: Optional[int]) -> Optional[str]:
+        """Why this process cannot use this transport, or None."""
+        return None
 
     def prepare(self, open_request: pb.OpenStream) -> None:
         """Adds this transport's fields to an OpenStream message."""
@@ -100,8 +132,8 @@ class Transport:
                 f"{granted}")
 
     def arrays(self, response: Response) -> Arrays:
-        """({name: numpy array}, owner) for a parsed batch Response (see
-        _wire); see the module comment for owner."""
+        """({name: array}, owner) for a parsed batch Response (see _wire);
+        see the module comment."""
         raise NotImplementedError
 
     @property
@@ -109,6 +141,13 @@ class Transport:
         """Slots of the stream's own ring, for a transport with
         `ack_on_release`; 0 otherwise."""
         return 0
+
+    def fence(self) -> Optional[Fence]:
+        """What the ack of a batch released now must wait for: the work
+        the consumer has queued on its GPU so far, when that may read the
+        batch's memory; None when the consumer's reads were done when it
+        released the batch."""
+        return None
 
     def close(self) -> None:
         pass
@@ -133,12 +172,14 @@ class GrpcTransport(Transport):
                       "the payload"), None
 
 
-def _views(batch: pb.Batch, buffer: Union[bytes, Array], base: int,
-           size: int, where: str) -> Dict[str, Array]:
-    """{name: read-only array} of the batch's tensors, each a view of
-    buffer[base + offset:...]; DataLoss when one does not fit in `size`
+# Where a tensor of a batch lies: name, dtype, shape, element count and
+# byte offset.
+Layout = Tuple[str, "np.dtype[Any]", Tuple[int, ...], int, int]
+
+
+def _layout(batch: pb.Batch, size: int, where: str) -> Iterator[Layout]:
+    """Each tensor of the batch; DataLoss when one does not fit in `size`
     bytes."""
-    out = {}
     for t in batch.tensors:
         dtype = dtype_of(t.dtype)
         shape = tuple(t.shape)
@@ -152,22 +193,18 @@ def _views(batch: pb.Batch, buffer: Union[bytes, Array], base: int,
                 f"{batch.step} does not fit {where}: offset "
                 f"{t.offset}, length {t.length}, shape {list(shape)} "
                 f"{dtype}, {where} {size} bytes")
-        out[t.name] = np.frombuffer(
-            buffer, dtype=dtype, count=count,
-            offset=base + t.offset).reshape(shape)
-    return out
+        yield t.name, dtype, shape, count, t.offset
 
 
-class _NotYetTransport(Transport):
-    """A transport of the protocol that this client cannot read yet."""
-
-    implemented = False
-
-    def attach(self, header: pb.StreamHeader) -> None:
-        super().attach(header)
-        raise errors.FailedPrecondition(
-            f"the daemon granted transport {self.name}, which this Python "
-            f"client cannot read yet; use transport 'grpc' or 'auto'")
+def _views(batch: pb.Batch, buffer: Union[bytes, Array], base: int,
+           size: int, where: str) -> Dict[str, Array]:
+    """{name: read-only array} of the batch's tensors, each a view of
+    buffer[base + offset:...]; DataLoss when one does not fit in `size`
+    bytes."""
+    return {name: np.frombuffer(buffer, dtype=dtype, count=count,
+                                offset=base + offset).reshape(shape)
+            for name, dtype, shape, count, offset in _layout(batch, size,
+                                                             where)}
 
 
 class ShmTransport(Transport):
@@ -176,19 +213,27 @@ class ShmTransport(Transport):
     of the slot (no copy). The slot stays the client's until the batch is
     released (see Stream and Batch.release). A stream that joined a shared
     run also maps the run's ring, where the run lends it batches in place
-    (Batch.in_shared_ring)."""
+    (Batch.in_shared_ring).
+
+    With a cuda_device, the rings are also page-locked for that GPU
+    (`pinned`), so that a copy from a slot to the GPU runs asynchronously;
+    a release then waits for the copies queued on the GPU's current stream
+    (fence). Where the driver refuses, the transport says so once (log)
+    and the rings stay pageable: copies from them are synchronous."""
 
     name = "shm"
     wire = pb.TRANSPORT_SHM
     ack_on_release = True
     read_ahead = False  # A message is the slot and layout: small.
 
-    def __init__(self) -> None:
+    def __init__(self, cuda_device: Optional[int] = None) -> None:
+        super().__init__(cuda_device)
         # in_shared_ring -> (mapping, slots, slot_bytes)
         self._rings: Dict[bool, Tuple[mmap.mmap, int, int]] = {}
+        self._pins: List[_cuda.HostRegistration] = []
 
     @classmethod
-    def suits(cls, address: str) -> bool:
+    def suits(cls, address: str, cuda_device: Optional[int]) -> bool:
         return is_local(address)
 
     def prepare(self, open_request: pb.OpenStream) -> None:
@@ -208,6 +253,23 @@ class ShmTransport(Transport):
                 ring = getattr(header, field)
                 self._rings[shared] = (map_ring(ring), ring.slots,
                                        ring.slot_bytes)
+        if self.cuda_device is not None:
+            self._pin(self.cuda_device)
+
+    def _pin(self, device: int) -> None:
+        try:
+            for mapping, _, _ in self._rings.values():
+                self._pins.append(_cuda.HostRegistration(
+                    np.frombuffer(mapping, dtype=np.uint8), device))
+        except errors.StokerError as e:
+            for pin in self._pins:
+                pin.close()
+            self._pins = []
+            _say_once(f"the shm ring is not page-locked for cuda:{device} "
+                      f"({e.message}): copies from it to the GPU are "
+                      f"synchronous")
+            return
+        self.pinned = True
 
     def arrays(self, response: Response) -> Arrays:
         batch: pb.Batch = response.batch  # type: ignore[assignment]
@@ -234,63 +296,172 @@ class ShmTransport(Transport):
         """Slots of the stream's own ring."""
         return self._rings[False][1] if False in self._rings else 0
 
+    def fence(self) -> Optional[Fence]:
+        # Copies from a pageable ring are done when they return.
+        if not self.pinned or self.cuda_device is None:
+            return None
+        return _cuda.fence(self.cuda_device)
+
     def close(self) -> None:
-        # Unmapped once the last array of its batches is gone (a mapping
-        # with views cannot be closed; dropping it is enough).
+        # Unregistered once the GPU is done with the copies queued; unmapped
+        # once the last array of its batches is gone (a mapping with views
+        # cannot be closed; dropping it is enough).
+        self.pinned = False
+        for pin in self._pins:
+            pin.close()
+        self._pins = []
         self._rings = {}
 
 
-def map_ring(ring: pb.ShmRing) -> mmap.mmap:
-    """Fetches a stream's ring descriptor from the daemon's fd socket (see
-    ShmRing in stoker.proto) and maps it read-only. FailedPrecondition if
-    the socket cannot be reached, PermissionDenied if the daemon refuses to
-    hand the descriptor over."""
+_said: List[str] = []
+
+
+def _say_once(message: str) -> None:
+    """Logs a warning the first time this process meets it."""
+    if message not in _said:
+        _said.append(message)
+        _log.warning("%s", message)
+
+
+def fetch_fd(fd_socket: str, token: bytes, what: str) -> int:
+    """Fetches the descriptor of a stream's ring (`what`) from the daemon's
+    descriptor socket, as ShmRing in stoker.proto says: connects, sends the
+    token, receives the descriptor, which the caller then owns.
+    FailedPrecondition if the socket cannot be reached, PermissionDenied if
+    the daemon refuses to hand the descriptor over."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         try:
             sock.settimeout(10.0)
-            sock.connect(ring.fd_socket)
-            sock.sendall(ring.token)
+            sock.connect(fd_socket)
+            sock.sendall(token)
             _, fds, _, _ = socket.recv_fds(sock, 1, 1)
         except OSError as e:
             raise errors.FailedPrecondition(
-                f"cannot reach the shm socket {ring.fd_socket}: "
+                f"cannot reach the descriptor socket {fd_socket} for {what}: "
                 f"{e.strerror or e}") from None
     finally:
         sock.close()
     if not fds:
         raise errors.PermissionDenied(
-            f"stokerd did not hand over the shared-memory ring on "
-            f"{ring.fd_socket}: this process's user is not the daemon's and "
-            f"not in its socket group")
+            f"stokerd did not hand over {what} on {fd_socket}: this "
+            f"process's user is not the daemon's and not in its socket group")
     for extra in fds[1:]:
         os.close(extra)
+    return fds[0]
+
+
+def map_ring(ring: pb.ShmRing) -> mmap.mmap:
+    """Fetches a stream's shm ring (see fetch_fd) and maps it read-only;
+    ResourceExhausted when it cannot be mapped."""
+    fd = fetch_fd(ring.fd_socket, ring.token, "the shared-memory ring")
     try:
-        return mmap.mmap(fds[0], ring.slots * ring.slot_bytes,
+        return mmap.mmap(fd, ring.slots * ring.slot_bytes,
                          flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     except (OSError, ValueError, OverflowError) as e:
         raise errors.ResourceExhausted(
             f"cannot map the shared-memory ring ({ring.slots} slots of "
             f"{ring.slot_bytes} bytes): {e}") from None
     finally:
-        os.close(fds[0])
+        os.close(fd)
 
 
-class CudaIpcTransport(_NotYetTransport):
+class CudaIpcTransport(Transport):
+    """Tensors lie in a slot of the stream's ring of device buffers on the
+    consumer's GPU (CudaIpcRing in stoker.proto), which this transport maps
+    when the stream opens (_cuda.DeviceRing); each array is a torch tensor
+    on that GPU viewing the slot (no copy). The daemon announces a batch
+    (on the notice socket, as over shm) only once it is complete on the
+    device, so its tensors may be read on any CUDA stream at once.
+
+    The slot is the consumer's until the batch is released, as over shm.
+    But the kernels that read the tensors run after the Python code that
+    queued them: so a release records a CUDA event on the GPU's current
+    stream, and the batch is acknowledged (the daemon may overwrite the
+    slot) only once that event has completed. The stream sends such acks
+    as their events complete, checking before it reads the next batch; it
+    waits for the oldest when every slot is taken, and for all at close.
+    Release a batch (or drop its tensors) on the thread and stream whose
+    kernels read it, or after synchronizing the other streams that do.
+    The tensors are writable, but the slot is the daemon's after release:
+    clone what you keep longer."""
+
     name = "cuda_ipc"
     wire = pb.TRANSPORT_CUDA_IPC
+    ack_on_release = True
+    on_device = True
+    read_ahead = False  # A message is the slot and layout: small.
 
-    def __init__(self, gpu_uuid: str = "") -> None:
-        self.gpu_uuid = gpu_uuid
+    def __init__(self, cuda_device: Optional[int] = None) -> None:
+        super().__init__(cuda_device)
+        self.device = (_cuda.current_device() if cuda_device is None
+                       else cuda_device)
+        self.gpu_uuid = _cuda.gpu_uuid(self.device)
+        self._ring: Optional[_cuda.DeviceRing] = None
 
     @classmethod
-    def suits(cls, address: str) -> bool:
-        # Needs the trainer's GPU, which a bare Stream does not know.
-        return False
+    def suits(cls, address: str, cuda_device: Optional[int]) -> bool:
+        # A consumer without a GPU wants numpy arrays, not CUDA tensors.
+        return is_local(address) and cuda_device is not None
+
+    @classmethod
+    def unavailable(cls, cuda_device: Optional[int]) -> Optional[str]:
+        return _cuda.unavailable(cuda_device)
 
     def prepare(self, open_request: pb.OpenStream) -> None:
         super().prepare(open_request)
         open_request.gpu_uuid = self.gpu_uuid
+        open_request.notice_socket = True
+
+    def attach(self, header: pb.StreamHeader) -> None:
+        super().attach(header)
+        ring = header.cuda_ipc
+        if not header.HasField("cuda_ipc") or ring.slots == 0:
+            raise errors.Internal("the daemon granted transport cuda_ipc "
+                                  "without a ring")
+        if ring.gpu_uuid != self.gpu_uuid:
+            raise errors.Internal(
+                f"asked for a cuda_ipc ring on {self.gpu_uuid}, the daemon "
+                f"made it on {ring.gpu_uuid}")
+        if ring.ring_bytes < ring.slots * ring.slot_bytes:
+            raise errors.DataLoss(
+                f"the cuda_ipc ring has {ring.ring_bytes} bytes, less than "
+                f"its {ring.slots} slots of {ring.slot_bytes} bytes")
+        fd = -1
+        if ring.handle_kind == pb.CUDA_HANDLE_VMM_POSIX_FD:
+            fd = fetch_fd(ring.fd_socket, ring.token, "the cuda_ipc ring")
+        self._ring = _cuda.DeviceRing(ring, fd, self.device)
+
+    def arrays(self, response: Response) -> Arrays:
+        batch: pb.Batch = response.batch  # type: ignore[assignment]
+        ring = self._ring
+        if ring is None or batch.in_shared_ring or batch.slot >= ring.slots:
+            where = ("a shared ring, which cuda_ipc does not have"
+                     if batch.in_shared_ring else
+                     f"the cuda_ipc ring, which has "
+                     f"{ring.slots if ring else 0}")
+            raise errors.DataLoss(
+                f"batch of epoch {batch.epoch} step {batch.step} names slot "
+                f"{batch.slot} of {where}")
+        # Every tensor keeps the slot, and the slot the ring, alive.
+        slot = _cuda.Slot(ring, batch.slot)
+        base = batch.slot * ring.slot_bytes
+        where = f"slot {batch.slot} of the cuda_ipc ring"
+        return {name: ring.tensor(base + offset, dtype, shape, slot)
+                for name, dtype, shape, _, offset in _layout(
+                    batch, ring.slot_bytes, where)}, slot
+
+    @property
+    def slots(self) -> int:
+        return self._ring.slots if self._ring is not None else 0
+
+    def fence(self) -> Optional[Fence]:
+        return _cuda.fence(self.device)
+
+    def close(self) -> None:
+        # Unmapped once the last tensor of its batches is gone (see
+        # _cuda.DeviceRing).
+        self._ring = None
 
 
 TRANSPORTS: Dict[str, Type[Transport]] = {
@@ -308,22 +479,32 @@ def is_local(address: str) -> bool:
     return address.startswith("unix:") or address.startswith("unix-abstract:")
 
 
-def candidates(name: str, address: str) -> List[str]:
-    """The transports to try, in order, for a requested transport name.
-    ValueError for an unknown name; FailedPrecondition for one this client
-    cannot read yet."""
+def candidates(name: str, address: str,
+               cuda_device: Optional[int] = None) -> List[str]:
+    """The transports to try, in order, for a requested transport name and
+    a consumer on `cuda_device` (None: no GPU). ValueError for an unknown
+    name; FailedPrecondition saying why for one this process cannot use
+    (for `auto`, make() says it when that candidate's turn comes)."""
     if name not in CHOICES:
         raise ValueError(f"transport {name!r} is unknown; use one of "
                          f"{', '.join(CHOICES)}")
     if name == "auto":
         return [n for n in AUTO_PREFERENCE
-                if TRANSPORTS[n].implemented and TRANSPORTS[n].suits(address)]
-    if not TRANSPORTS[name].implemented:
-        raise errors.FailedPrecondition(
-            f"transport '{name}' is not implemented in this Python client "
-            f"yet; use 'shm', 'grpc' or 'auto'")
+                if TRANSPORTS[n].suits(address, cuda_device)]
+    _check_available(name, cuda_device)
     return [name]
 
 
-def make(name: str) -> Transport:
-    return TRANSPORTS[name]()
+def _check_available(name: str, cuda_device: Optional[int]) -> None:
+    why = TRANSPORTS[name].unavailable(cuda_device)
+    if why is not None:
+        others = "', '".join(n for n in CHOICES if n != name)
+        raise errors.FailedPrecondition(
+            f"transport '{name}' cannot be used here: {why}; use '{others}'")
+
+
+def make(name: str, cuda_device: Optional[int] = None) -> Transport:
+    """The transport `name` for a consumer on `cuda_device`;
+    FailedPrecondition saying why when this process cannot use it."""
+    _check_available(name, cuda_device)
+    return TRANSPORTS[name](cuda_device)

@@ -74,8 +74,9 @@ class Batch(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., in_shared_ring: bool = ..., sample_reps: _Optional[_Iterable[int]] = ..., skipped_reps: _Optional[_Iterable[int]] = ..., compression: _Optional[_Union[Compression, str]] = ..., decoded_bytes: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class CudaIpcRing(_message.Message):
-    __slots__ = ["fd_socket", "gpu_uuid", "handle_kind", "legacy_handle", "ring_bytes", "slot_bytes", "slots", "token"]
+    __slots__ = ["fd_socket", "fell_back", "gpu_uuid", "handle_kind", "legacy_handle", "ring_bytes", "slot_bytes", "slots", "token"]
     FD_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    FELL_BACK_FIELD_NUMBER: _ClassVar[int]
     GPU_UUID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_KIND_FIELD_NUMBER: _ClassVar[int]
     LEGACY_HANDLE_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +85,7 @@ class CudaIpcRing(_message.Message):
     SLOT_BYTES_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     fd_socket: str
+    fell_back: _containers.RepeatedScalarFieldContainer[str]
     gpu_uuid: str
     handle_kind: CudaHandleKind
     legacy_handle: bytes
@@ -91,10 +93,10 @@ class CudaIpcRing(_message.Message):
     slot_bytes: int
     slots: int
     token: bytes
-    def __init__(self, gpu_uuid: _Optional[str] = ..., handle_kind: _Optional[_Union[CudaHandleKind, str]] = ..., fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ..., ring_bytes: _Optional[int] = ..., legacy_handle: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, gpu_uuid: _Optional[str] = ..., handle_kind: _Optional[_Union[CudaHandleKind, str]] = ..., fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ..., ring_bytes: _Optional[int] = ..., legacy_handle: _Optional[bytes] = ..., fell_back: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DaemonStats(_message.Message):
-    __slots__ = ["datasets", "errors", "helpers", "labels", "latency_bounds_seconds", "memory", "open_streams", "placing_remote", "pool", "storage", "streams", "uptime_seconds"]
+    __slots__ = ["datasets", "errors", "helpers", "labels", "latency_bounds_seconds", "memory", "open_streams", "placing_remote", "pool", "storage", "streams", "transport_values", "uptime_seconds"]
     DATASETS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     HELPERS_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +108,7 @@ class DaemonStats(_message.Message):
     POOL_FIELD_NUMBER: _ClassVar[int]
     STORAGE_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_VALUES_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
     datasets: _containers.RepeatedCompositeFieldContainer[DatasetHealth]
     errors: _containers.RepeatedCompositeFieldContainer[ErrorCount]
@@ -118,8 +121,9 @@ class DaemonStats(_message.Message):
     pool: WorkerPoolStats
     storage: _containers.RepeatedCompositeFieldContainer[StorageStats]
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
+    transport_values: _containers.RepeatedCompositeFieldContainer[NamedValue]
     uptime_seconds: float
-    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ..., helpers: _Optional[_Iterable[_Union[HelperStats, _Mapping]]] = ..., placing_remote: bool = ...) -> None: ...
+    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ..., helpers: _Optional[_Iterable[_Union[HelperStats, _Mapping]]] = ..., placing_remote: bool = ..., transport_values: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ...) -> None: ...
 
 class DatasetHealth(_message.Message):
     __slots__ = ["damage", "dataset", "healthy"]
@@ -267,6 +271,23 @@ class MemoryStats(_message.Message):
     reserved_bytes: int
     shared_runs: int
     def __init__(self, reserved_bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., high_water_bytes: _Optional[int] = ..., jobs: _Optional[int] = ..., shared_runs: _Optional[int] = ...) -> None: ...
+
+class NamedValue(_message.Message):
+    __slots__ = ["labels", "metric", "value"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.ScalarMap[str, str]
+    metric: str
+    value: float
+    def __init__(self, metric: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., value: _Optional[float] = ...) -> None: ...
 
 class NoticeSocket(_message.Message):
     __slots__ = ["path", "token"]

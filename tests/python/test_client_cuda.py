@@ -1,0 +1,542 @@
+"""The Python client's CUDA parts without a GPU: cuda_ipc's refusals and
+auto's fallback (with the reason kept), the driver bindings' layouts against
+cuda.h, the ring mapping's driver calls (against a fake driver), and acks
+that wait for a fence. What needs a GPU is in tests/gpu/test_cuda_python.py.
+"""
+import contextlib
+import ctypes
+import logging
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker import _cuda, transports
+from stoker._proto.stoker.v1 import stoker_pb2 as pb
+from stoker.batch import pair_ragged
+from stoker.request import StreamRequest
+from stoker.stream import Stream, _Releases
+
+torch = pytest.importorskip("torch")
+
+CUDA_H = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / \
+    "cuda.h"
+
+
+def without_cuda_torch(monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", None)
+
+
+def without_gpu(monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def with_gpu_but_driver(monkeypatch, library):
+    """torch says it has a GPU; loading libcuda.so.1 gives `library` (or
+    raises it, an OSError)."""
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(_cuda, "_driver", None)
+
+    def load(name):
+        assert name == "libcuda.so.1"
+        if isinstance(library, OSError):
+            raise library
+        return library
+
+    monkeypatch.setattr(_cuda.ctypes, "CDLL", load)
+
+
+class FakeLibrary:
+    """libcuda.so.1 whose cuInit fails with CUDA_ERROR_NO_DEVICE (100)."""
+
+    def __init__(self):
+        for name in _cuda.SIGNATURES:
+            setattr(self, name, self._returns(0))
+        self.cuInit = self._returns(100)
+        self.cuGetErrorName = self._names(b"CUDA_ERROR_NO_DEVICE")
+        self.cuGetErrorString = self._names(b"no CUDA-capable device is "
+                                            b"detected")
+
+    @staticmethod
+    def _returns(result):
+        def call(*args):
+            return result
+        return call
+
+    @staticmethod
+    def _names(text):
+        def call(result, out):
+            out._obj.value = text
+            return 0
+        return call
+
+
+@pytest.mark.parametrize("setup,why", [
+    (without_cuda_torch, "torch with CUDA is not installed"),
+    (without_gpu, "no GPU visible"),
+    (lambda mp: with_gpu_but_driver(mp, OSError("libcuda.so.1: cannot open "
+                                                "shared object file")),
+     "cannot load the CUDA driver libcuda.so.1: libcuda.so.1: cannot open"),
+    (lambda mp: with_gpu_but_driver(mp, FakeLibrary()),
+     "cuInit failed with CUDA_ERROR_NO_DEVICE (no CUDA-capable device is "
+     "detected)"),
+])
+def test_cuda_ipc_by_name_is_refused_before_sending_saying_why(
+        monkeypatch, setup, why):
+    setup(monkeypatch)
+    # No daemon listens here: nothing is sent.
+    client = stoker.Client("unix:/nonexistent/stoker.sock")
+    with pytest.raises(stoker.FailedPrecondition) as e:
+        client.stream("train", "train", batch_size=4, transport="cuda_ipc")
+    assert e.value.message.startswith(
+        "transport 'cuda_ipc' cannot be used here: " + why), e.value.message
+    assert "'shm'" in e.value.message and "'grpc'" in e.value.message
+
+
+def test_a_loader_asked_for_cuda_ipc_needs_a_cuda_device():
+    from stoker.torch import Loader
+    with pytest.raises(ValueError, match="pass device='cuda'"):
+        Loader("unix:/nonexistent/stoker.sock", "train", "train",
+               batch_size=4, transport="cuda_ipc")
+
+
+def test_auto_tries_cuda_ipc_only_for_a_gpu_consumer_on_this_node():
+    unix, tcp = "unix:/run/stoker.sock", "localhost:7070"
+    assert transports.candidates("auto", unix, 0) == ["cuda_ipc", "shm",
+                                                      "grpc"]
+    assert transports.candidates("auto", unix) == ["shm", "grpc"]
+    assert transports.candidates("auto", tcp, 0) == ["grpc"]
+
+
+def test_auto_skips_cuda_ipc_with_the_reason_and_falls_back_to_shm(
+        client_daemon, monkeypatch, caplog):
+    without_cuda_torch(monkeypatch)
+    monkeypatch.setattr(transports, "_said", [])  # Said once per process.
+    client = stoker.Client(client_daemon.address)
+    request = StreamRequest("train", "bytes", batch_size=4)
+    with caplog.at_level(logging.WARNING, logger="stoker"), \
+            Stream(client, request, cuda_device=0) as s:
+        assert s.transport == "shm" and not s.on_device
+        (first, why), second = s.transport_attempts
+        assert first == "cuda_ipc"
+        assert why.startswith("FAILED_PRECONDITION: transport 'cuda_ipc' "
+                              "cannot be used here: torch with CUDA is not "
+                              "installed"), why
+        assert second == ("shm", None)
+        # The ring cannot be page-locked either: said once, copies stay
+        # synchronous, and releases wait for no fence.
+        assert not s.pinned
+        assert sum(len(b.sample_ids) for b in s) == 30
+    said = [r.getMessage() for r in caplog.records
+            if "not page-locked" in r.getMessage()]
+    assert len(said) == 1 and "cuda:0" in said[0], said
+
+
+def test_a_gpu_loader_says_which_transport_auto_chose_and_why(
+        client_daemon, monkeypatch, caplog):
+    from stoker.torch import Loader
+    # torch thinks it has a GPU but is built without CUDA: cuda_ipc is
+    # refused on the client, shm is granted but not page-locked, and the
+    # copy to the "GPU" is this CPU's (torch cannot pin memory here).
+    without_cuda_torch(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(Loader, "_to_device", lambda self, t: t.clone())
+    with caplog.at_level(logging.INFO, logger="stoker"):
+        ld = Loader(client_daemon.address, "train", "bytes", batch_size=4,
+                    device="cuda:0", epochs=1)
+        batches = list(ld)
+    assert len(batches) == 8
+    assert ld.transport == "shm" and not ld.pinned
+    assert ld.transport_reason.startswith(
+        "transport 'auto' for device cuda:0 tried cuda_ipc, shm: ")
+    ld.close()
+    assert ld.transport is None and ld.transport_reason is None
+    said = [r.getMessage() for r in caplog.records
+            if "stoker.torch.Loader" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith(
+        "stoker.torch.Loader: transport shm (transport 'auto' for device "
+        "cuda:0 tried cuda_ipc, shm: cuda_ipc refused (FAILED_PRECONDITION: "
+        "transport 'cuda_ipc' cannot be used here: torch with CUDA is not "
+        "installed"), said
+    assert said[0].endswith("; shm granted)"), said
+
+
+# The driver bindings against cuda.h.
+
+def header():
+    if not CUDA_H.exists():
+        pytest.skip(f"no CUDA toolkit header at {CUDA_H}")
+    return CUDA_H.read_text()
+
+
+def test_driver_structs_have_the_layout_of_cuda_h():
+    text = header()
+
+    def fields(struct):
+        body = re.search(r"typedef struct %s \{(.*?)\}" % struct, text,
+                         re.S).group(1)
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        return [tuple(line.split()) for line in body.split(";")
+                if line.split()]
+
+    # Enums are ints; CUmemLocation then CUmemAccessDesc, field by field.
+    assert fields("CUmemLocation_st") == [("CUmemLocationType", "type"),
+                                         ("int", "id")]
+    assert fields("CUmemAccessDesc_st") == [("CUmemLocation", "location"),
+                                           ("CUmemAccess_flags", "flags")]
+    assert [f[0] for f in _cuda.CUmemLocation._fields_] == ["type", "id"]
+    assert [f[0] for f in _cuda.CUmemAccessDesc._fields_] == ["location",
+                                                              "flags"]
+    assert ctypes.sizeof(_cuda.CUmemLocation) == 8
+    assert _cuda.CUmemLocation.id.offset == 4
+    assert ctypes.sizeof(_cuda.CUmemAccessDesc) == 12
+    assert _cuda.CUmemAccessDesc.flags.offset == 8
+    size = int(re.search(r"#define CU_IPC_HANDLE_SIZE (\d+)", text).group(1))
+    assert ctypes.sizeof(_cuda.CUipcMemHandle) == size
+    assert "typedef unsigned long long CUdeviceptr_v2;" in text
+    assert "typedef unsigned long long CUmemGenericAllocationHandle_v1;" in text
+    assert ctypes.sizeof(_cuda.CUdeviceptr) == 8
+    assert ctypes.sizeof(_cuda.CUmemGenericAllocationHandle) == 8
+
+
+def test_driver_constants_are_those_of_cuda_h():
+    text = header()
+    for name in ("CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
+                 "CU_MEM_LOCATION_TYPE_DEVICE",
+                 "CU_MEM_ACCESS_FLAGS_PROT_READWRITE",
+                 "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS",
+                 "CU_MEMHOSTREGISTER_PORTABLE", "CU_MEMHOSTREGISTER_READ_ONLY"):
+        value = re.search(r"\b%s\s*=?\s*(0x[0-9a-fA-F]+|\d+)" % name, text)
+        assert value, name
+        assert int(value.group(1), 0) == getattr(_cuda, name), name
+
+
+def test_driver_symbols_are_the_versions_cuda_h_maps_names_to():
+    # cuda.h #defines e.g. cuIpcOpenMemHandle to cuIpcOpenMemHandle_v2; a
+    # call of the unversioned symbol gets the old ABI.
+    text = header()
+    mapped = dict(re.findall(r"#define (cu\w+)\s+(?:__CUDA_API_\w+\()?(cu\w+)",
+                             text))
+    for symbol in _cuda.SIGNATURES:
+        name = re.sub(r"_v\d+$", "", symbol)
+        assert mapped.get(name, name) == symbol, (name, mapped.get(name))
+        assert re.search(r"CUresult CUDAAPI %s\(" % name, text), name
+
+
+# The mapping's driver calls, against a fake driver.
+
+class FakeDriver:
+    """Records each call; gives out addresses and handles."""
+
+    def __init__(self):
+        self.calls = []
+        self.current = []
+
+    @contextlib.contextmanager
+    def on(self, device):
+        self.current.append(device)
+        try:
+            yield
+        finally:
+            self.current.pop()
+
+    def call(self, name, *args, check=True):
+        assert self.current, f"{name} outside a context"
+        if name == "cuMemImportFromShareableHandle":
+            args[0]._obj.value = 0x51
+            self.calls.append((name, args[1].value, args[2]))
+        elif name == "cuMemAddressReserve":
+            args[0]._obj.value = 0x7F0000000000
+            self.calls.append((name,) + args[1:])
+        elif name == "cuIpcOpenMemHandle_v2":
+            args[0]._obj.value = 0x7E0000000000
+            self.calls.append((name, bytes(args[1]), args[2]))
+        elif name == "cuDeviceGet":
+            args[0]._obj.value = args[1]
+            self.calls.append((name, args[1]))
+        elif name == "cuMemSetAccess":
+            desc = args[2]._obj
+            self.calls.append((name, args[0].value, args[1],
+                               (desc.location.type, desc.location.id,
+                                desc.flags), args[3]))
+        else:
+            self.calls.append((name,) + tuple(
+                getattr(a, "value", a) for a in args))
+
+
+def test_a_vmm_ring_is_imported_mapped_and_made_accessible_then_undone(
+        monkeypatch):
+    d = FakeDriver()
+    monkeypatch.setattr(_cuda, "driver", lambda: d)
+    read, write = os.pipe()
+    os.close(write)
+    ring = pb.CudaIpcRing(handle_kind=pb.CUDA_HANDLE_VMM_POSIX_FD, slots=3,
+                          slot_bytes=1000, ring_bytes=1 << 21)
+    mapped = _cuda.DeviceRing(ring, read, 2)
+    with pytest.raises(OSError):
+        os.close(read)  # Closed after the import.
+    assert mapped.base == 0x7F0000000000
+    assert d.calls == [
+        ("cuMemImportFromShareableHandle", read, 1),
+        ("cuMemAddressReserve", 1 << 21, 0, 0, 0),
+        ("cuMemMap", 0x7F0000000000, 1 << 21, 0, 0x51, 0),
+        ("cuDeviceGet", 2),
+        ("cuMemSetAccess", 0x7F0000000000, 1 << 21, (1, 2, 3), 1)]
+    d.calls = []
+    del mapped  # The last reference: unmapped, after a synchronize.
+    assert d.calls == [("cuCtxSynchronize",),
+                       ("cuMemUnmap", 0x7F0000000000, 1 << 21),
+                       ("cuMemAddressFree", 0x7F0000000000, 1 << 21),
+                       ("cuMemRelease", 0x51)]
+
+
+def test_a_legacy_ring_is_opened_with_its_handle_and_closed():
+    d = FakeDriver()
+    handle = bytes(range(64))
+    ring = pb.CudaIpcRing(handle_kind=pb.CUDA_HANDLE_LEGACY_IPC, slots=1,
+                          slot_bytes=64, ring_bytes=64, legacy_handle=handle)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_cuda, "driver", lambda: d)
+        mapped = _cuda.DeviceRing(ring, -1, 0)
+        slot = _cuda.Slot(mapped, 0)
+        del mapped
+        assert d.calls == [("cuIpcOpenMemHandle_v2", handle, 1)]
+        del slot  # The slot kept the ring.
+        assert d.calls[1:] == [("cuCtxSynchronize",),
+                               ("cuIpcCloseMemHandle", 0x7E0000000000)]
+        with pytest.raises(stoker.DataLoss, match="legacy_handle has 3"):
+            _cuda.DeviceRing(pb.CudaIpcRing(
+                handle_kind=pb.CUDA_HANDLE_LEGACY_IPC, legacy_handle=b"abc"),
+                -1, 0)
+
+
+def test_a_failed_mapping_undoes_what_it_did_and_names_the_call(monkeypatch):
+    d = FakeDriver()
+    record = d.call
+
+    def failing(name, *args, check=True):
+        record(name, *args, check=check)
+        if name == "cuMemMap":
+            raise stoker.FailedPrecondition(
+                "cuMemMap failed with CUDA_ERROR_INVALID_VALUE")
+
+    d.call = failing
+    monkeypatch.setattr(_cuda, "driver", lambda: d)
+    read, write = os.pipe()
+    os.close(write)
+    ring = pb.CudaIpcRing(handle_kind=pb.CUDA_HANDLE_VMM_POSIX_FD, slots=1,
+                          slot_bytes=10, ring_bytes=4096)
+    with pytest.raises(stoker.FailedPrecondition, match="cuMemMap failed"):
+        _cuda.DeviceRing(ring, read, 0)
+    with pytest.raises(OSError):
+        os.close(read)
+    assert [c[0] for c in d.calls] == [
+        "cuMemImportFromShareableHandle", "cuMemAddressReserve", "cuMemMap",
+        "cuMemAddressFree", "cuMemRelease"]
+
+
+def test_host_memory_is_registered_read_only_and_unregistered_after_a_sync(
+        monkeypatch):
+    import numpy as np
+    d = FakeDriver()
+    monkeypatch.setattr(_cuda, "driver", lambda: d)
+    memory = np.zeros(8192, dtype=np.uint8)
+    pin = _cuda.HostRegistration(memory, 1)
+    assert d.calls == [("cuMemHostRegister_v2", memory.ctypes.data, 8192,
+                        1 | 8)]
+    pin.close()
+    pin.close()  # Once.
+    assert d.calls[1:] == [("cuCtxSynchronize",),
+                           ("cuMemHostUnregister", memory.ctypes.data)]
+
+
+# Acks that wait for a fence.
+
+class Sent:
+    def __init__(self):
+        self.acks = []
+
+    def send(self, request):
+        if request.WhichOneof("kind") == "ack":
+            self.acks.append(request.ack.position.step)
+        else:
+            self.acks += [a.position.step for a in request.acks.acks]
+
+
+class FakeEvent:
+    """A fence that completes when the test says, or when waited for."""
+
+    def __init__(self):
+        self.done = False
+        self.waited = False
+
+    def query(self):
+        return self.done
+
+    def synchronize(self):
+        self.waited = self.done = True
+
+
+def ack(step):
+    return pb.Ack(position=pb.Position(step=step))
+
+
+def test_a_fenced_release_is_acked_once_its_event_completes():
+    call, releases = Sent(), _Releases()
+    releases.attach(call)
+    events = [FakeEvent() for _ in range(3)]
+    for step, event in enumerate(events):
+        releases.release(releases.generation, ack(step), lambda e=event: e)
+    releases.settle()
+    assert call.acks == [] and len(releases.fenced) == 3
+    events[1].done = True  # Out of order: acks stay in release order.
+    releases.settle()
+    assert call.acks == []
+    events[0].done = True
+    releases.settle()
+    assert call.acks == [0, 1] and not any(e.waited for e in events)
+    releases.settle(wait=1)  # Waits for the oldest only.
+    assert call.acks == [0, 1, 2] and events[2].waited
+    # A release without a fence (its transport's is None) is acked at once.
+    releases.release(releases.generation, ack(3), lambda: None)
+    assert call.acks == [0, 1, 2, 3]
+
+
+def test_fenced_acks_of_an_earlier_call_are_dropped():
+    old, new, releases = Sent(), Sent(), _Releases()
+    releases.attach(old)
+    event = FakeEvent()
+    releases.release(releases.generation, ack(0), lambda: event)
+    releases.attach(new)
+    event.done = True
+    releases.settle()
+    assert old.acks == [] and new.acks == []
+
+
+def test_a_stream_waits_for_fences_only_when_they_hold_the_last_slot():
+    # Stream._send_acks with 3 slots and hold 1: fenced acks go out as their
+    # events complete, and the oldest is waited for when held + fenced
+    # batches take every slot.
+    stream = Stream.__new__(Stream)
+    stream._request = StreamRequest("d", "p", batch_size=1, hold=1)
+    stream._releases = releases = _Releases()
+    call = Sent()
+    releases.attach(call)
+    stream._held = []
+    events = [FakeEvent() for _ in range(3)]
+    for step in range(2):
+        releases.release(releases.generation, ack(step),
+                         lambda e=events[step]: e)
+    stream._send_acks(3)
+    assert call.acks == [] and not events[0].waited
+    releases.release(releases.generation, ack(2), lambda: events[2])
+    stream._send_acks(3)
+    assert call.acks == [0] and events[0].waited and not events[1].waited
+
+
+def test_offsets_on_a_gpu_are_not_read_to_pair_a_ragged_field():
+    class Unreadable:
+        shape = (5,)
+
+        def __getitem__(self, key):
+            raise AssertionError("read")
+
+    specs = [pb.TensorSpec(name="t", dtype=pb.DTYPE_INT64, shape=[-1]),
+             pb.TensorSpec(name="t.offsets", dtype=pb.DTYPE_INT64, shape=[3],
+                           offsets_for="t")]
+    values, offsets = Unreadable(), Unreadable()
+    paired = pair_ragged({"t": values, "t.offsets": offsets}, specs,
+                         read_offsets=False)
+    assert paired["t"].values is values and paired["t"].offsets is offsets
+    with pytest.raises(stoker.DataLoss):
+        pair_ragged({"t": values, "t.offsets": offsets},
+                    [specs[0], pb.TensorSpec(name="t.offsets", shape=[3],
+                                             dtype=pb.DTYPE_INT32,
+                                             offsets_for="t")],
+                    read_offsets=False)
+
+
+class LateEvent(FakeEvent):
+    """Completes at its third query, as kernels still running would."""
+
+    def __init__(self):
+        super().__init__()
+        self.queries = 0
+
+    def query(self):
+        self.queries += 1
+        self.done = self.done or self.queries >= 3
+        return self.done
+
+
+class DeviceLikeShm(transports.ShmTransport):
+    """shm that hands out torch tensors, as cuda_ipc does, and whose
+    releases wait for events that complete late."""
+
+    on_device = True
+
+    def __init__(self, cuda_device=None):
+        super().__init__(None)
+        self.events = []
+
+    def arrays(self, response):
+        views, owner = super().arrays(response)
+        return {name: torch.from_numpy(np.array(a))
+                for name, a in views.items()}, owner
+
+    def fence(self):
+        self.events.append(LateEvent())
+        return self.events[-1]
+
+
+def test_a_loader_on_device_yields_the_tensors_and_acks_after_their_events(
+        client_daemon, monkeypatch):
+    from stoker.torch import Loader
+    made = []
+
+    class Recorded(DeviceLikeShm):
+        def __init__(self, cuda_device=None):
+            super().__init__(cuda_device)
+            made.append(self)
+
+    monkeypatch.setitem(transports.TRANSPORTS, "shm", Recorded)
+    # The Loader releases batch k as the k-th fence: its ack must not go
+    # out before that event has completed.
+    from stoker._call import NoticeCall
+    send = NoticeCall.send
+    early = []
+
+    def checked(self, request):
+        acks = ([request.ack] if request.WhichOneof("kind") == "ack"
+                else list(request.acks.acks))
+        early.extend(a.position.step for a in acks
+                     if not made[-1].events[a.position.step].done)
+        send(self, request)
+
+    monkeypatch.setattr(NoticeCall, "send", checked)
+    # Two slots for thirty batches: only acks that follow the events keep
+    # the stream going.
+    args = dict(dataset="train", pipeline="bytes", batch_size=1, seed=4,
+                epochs=1, prefetch=1, hold=1)
+    ld = Loader(client_daemon.address, transport="shm", **args)
+    got = [(b.sample_ids, {k: t.clone() for k, t in b.items()}) for b in ld]
+    ld.close()
+    events = made[0].events
+    assert len(events) == 30 and all(e.done for e in events)
+    assert any(e.waited for e in events), "the ring never filled up"
+    assert early == []
+    with stoker.Client(client_daemon.address).stream(
+            transport="grpc", **args) as s:
+        want = [(b.sample_ids, {k: torch.from_numpy(np.array(a))
+                                for k, a in b.items()}) for b in s]
+    assert [ids for ids, _ in got] == [ids for ids, _ in want]
+    for (_, tensors), (_, arrays) in zip(got, want):
+        assert tensors.keys() == arrays.keys()
+        assert all(torch.equal(tensors[k], arrays[k]) for k in tensors)
