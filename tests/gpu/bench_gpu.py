@@ -571,6 +571,18 @@ def rows_for(results: Dict[str, Dict[str, Any]],
     def asked(mode: str) -> bool:
         return mode in results or mode in errors
 
+    def ran(measure: Callable[[str], str]
+            ) -> Iterator[Tuple[str, Dict[str, Any]]]:
+        """(mode, figures) of each mode that ran, in MODES' order; a mode
+        that was asked for and failed gets the row measure(title) that
+        says why."""
+        for mode in MODES:
+            r = results.get(mode)
+            if r is not None:
+                yield mode, r
+            elif asked(mode):
+                add(measure(MODE_CLASSES[mode].title), failed(mode), "")
+
     ipc = results.get("cuda_ipc")
     if ipc is not None:
         add("daemon rate over cuda_ipc",
@@ -648,13 +660,8 @@ def rows_for(results: Dict[str, Dict[str, Any]],
 
     base = results.get("dataloader")
     base_cpu = (base["stall"]["trainer_cpu_ms_per_batch"] if base else None)
-    for mode in MODES:
+    for mode, r in ran(lambda title: f"trainer CPU per batch, {title}"):
         title = MODE_CLASSES[mode].title
-        r = results.get(mode)
-        if r is None:
-            if asked(mode):
-                add(f"trainer CPU per batch, {title}", failed(mode), "")
-            continue
         s = r["stall"]
         cpu = s["trainer_cpu_ms_per_batch"]
         result = f"{cpu:.2f} ms"
@@ -674,13 +681,8 @@ def rows_for(results: Dict[str, Dict[str, Any]],
             f"time.process_time() of this process (all its threads; not "
             f"the DataLoader's worker processes, nor the daemon) over "
             f"{s['steps']} steps of the fake training loop / steps", goal)
-    for mode in MODES:
+    for mode, r in ran(lambda title: f"data stall share, {title}"):
         title = MODE_CLASSES[mode].title
-        r = results.get(mode)
-        if r is None:
-            if asked(mode):
-                add(f"data stall share, {title}", failed(mode), "")
-            continue
         s = r["stall"]
         rate = r["rate"]["ms_per_batch"]
         if mode not in GOAL_MODES:

@@ -5,7 +5,6 @@
 // sees no GPU; tests/gpu/run.sh runs it on one.
 #include <cuda_runtime_api.h>
 
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -93,17 +92,7 @@ TEST_F(CudaIpcGpuTest, HeldBatchesKeepTheirSlotsUntilReleased) {
   auto client = Client::Connect(server_->target());
   auto stream = client->OpenStream(o);
   ASSERT_TRUE(stream.ok()) << stream.status();
-  std::deque<std::pair<Batch, std::string>> held;
-  Batch batch;
-  int read = 0;
-  while ((*stream)->Next(&batch).ok()) {
-    ++read;
-    std::string copy = HostBytes(batch);
-    held.emplace_back(std::move(batch), std::move(copy));
-    // While held, a batch's device slot is never refilled under it.
-    for (const auto& [b, bytes] : held) ASSERT_EQ(HostBytes(b), bytes);
-    if (held.size() > 2) held.pop_front();
-  }
+  const int read = testing::ReadHolding(**stream, 2, HostBytes);
   EXPECT_EQ(read, 21);
 }
 

@@ -2,7 +2,6 @@
 // the daemon's shared-memory ring.
 #include <dirent.h>
 
-#include <deque>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -62,17 +61,7 @@ TEST_F(ShmTest, HeldBatchesKeepTheirSlotsUntilReleased) {
   auto client = Client::Connect(server_->target());
   auto stream = client->OpenStream(o);
   ASSERT_TRUE(stream.ok()) << stream.status();
-  std::deque<std::pair<Batch, std::string>> held;
-  Batch batch;
-  int read = 0;
-  while ((*stream)->Next(&batch).ok()) {
-    ++read;
-    std::string copy = testing::BatchBytes(batch);
-    held.emplace_back(std::move(batch), std::move(copy));
-    // While held, a batch's slot is never refilled under it.
-    for (const auto& [b, bytes] : held) ASSERT_EQ(testing::BatchBytes(b), bytes);
-    if (held.size() > 2) held.pop_front();
-  }
+  const int read = testing::ReadHolding(**stream, 2, testing::BatchBytes);
   EXPECT_EQ(read, 21);
 }
 

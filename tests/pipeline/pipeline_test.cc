@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/pipeline/status_matchers.h"
 #include "tests/testing/images.h"
+#include "tests/testing/pipeline_runs.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -60,20 +61,8 @@ absl::StatusOr<std::vector<std::string>> RunOnce(const BoundPipeline& bound,
                                                  int64_t label,
                                                  uint64_t sample_id,
                                                  StageTimes* times = nullptr) {
-  std::vector<std::string> outputs;
-  std::vector<uint8_t*> dst;
-  for (const tensor::TensorSpec& spec : bound.outputs()) {
-    outputs.emplace_back(spec.bytes(), '\0');
-  }
-  for (std::string& out : outputs) {
-    dst.push_back(reinterpret_cast<uint8_t*>(out.data()));
-  }
-  const std::string label_bytes = Int64Bytes(label);
-  const std::string_view fields[] = {jpeg, label_bytes};
   SampleRng rng(1234, 3, sample_id);
-  absl::Status status = bound.Run(fields, rng, dst, times);
-  if (!status.ok()) return status;
-  return outputs;
+  return ::stoker::testing::RunRecord(bound, jpeg, label, rng, times);
 }
 
 std::unique_ptr<BoundPipeline> MustBind(const std::vector<OpConfig>& ops) {

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/pipeline/pipeline.h"
 #include "tests/pipeline/status_matchers.h"
+#include "tests/testing/pipeline_runs.h"
 #include "tests/testing/images.h"
 
 namespace stoker::pipeline {
@@ -17,7 +18,11 @@ namespace {
 
 using ::stoker::pipeline::testing::IsOk;
 using ::stoker::pipeline::testing::StatusIs;
+using ::stoker::testing::BoundBoth;
+using ::stoker::testing::kImageLabelSchema;
 using ::stoker::testing::MakeJpeg;
+using ::stoker::testing::MustBindBoth;
+using ::stoker::testing::RunSample;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -26,10 +31,6 @@ using Floats = std::vector<double>;
 OpConfig Op(std::string name, OpArgs args = {}) {
   return {std::move(name), std::move(args), 0};
 }
-
-const std::vector<InputField> kSchema = {
-    InputField::Image("image"),
-    InputField::Dense("label", tensor::DType::kInt64)};
 
 std::vector<OpConfig> Train(std::string dtype, std::string layout) {
   return {Op("decode_jpeg"),
@@ -40,42 +41,6 @@ std::vector<OpConfig> Train(std::string dtype, std::string layout) {
                            {"std", Floats{0.229, 0.224, 0.225}},
                            {"dtype", dtype}}),
           Op("layout", {{"value", layout}})};
-}
-
-struct Binds {
-  std::unique_ptr<BoundPipeline> full, rendered;
-};
-
-Binds MustBindBoth(const PipelineConfig& config) {
-  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create("p", config);
-  EXPECT_THAT(pipeline, IsOk());
-  if (!pipeline.ok()) return {};
-  auto full = (*pipeline)->Bind(kSchema);
-  auto rendered = (*pipeline)->Bind(kSchema, BindMode::kRendered);
-  EXPECT_THAT(full, IsOk());
-  EXPECT_THAT(rendered, IsOk());
-  if (!full.ok() || !rendered.ok()) return {};
-  return {*std::move(full), *std::move(rendered)};
-}
-
-// Runs `bound` on (image, label 3) of sample `id`, one buffer per output.
-std::vector<std::string> RunSample(const BoundPipeline& bound,
-                                   const std::string& image, uint64_t id) {
-  std::vector<std::string> outputs;
-  std::vector<uint8_t*> dst;
-  for (const tensor::TensorSpec& spec : bound.outputs()) {
-    outputs.emplace_back(spec.bytes(), '\0');
-  }
-  for (std::string& out : outputs) {
-    dst.push_back(reinterpret_cast<uint8_t*>(out.data()));
-  }
-  const int64_t label = 3;
-  const std::string label_bytes(reinterpret_cast<const char*>(&label), 8);
-  const std::string_view fields[] = {image, label_bytes};
-  SampleRng rng(/*seed=*/5, /*epoch=*/1, id);
-  EXPECT_THAT(bound.Run(fields, rng, dst, nullptr), IsOk());
-  return outputs;
 }
 
 // The full bind's outputs from the rendered bind's run of the same sample.
@@ -97,7 +62,7 @@ std::vector<std::string> Finish(const BoundPipeline& full,
 }
 
 void ExpectFinishedEqualsFull(const PipelineConfig& config) {
-  Binds b = MustBindBoth(config);
+  BoundBoth b = MustBindBoth(config);
   ASSERT_NE(b.full, nullptr);
   EXPECT_TRUE(b.full->can_finish_rendered());
   const std::string image = MakeJpeg(96, 72, 9);
@@ -116,7 +81,7 @@ void ExpectFinishedEqualsFull(const PipelineConfig& config) {
 }
 
 TEST(RenderedBindTest, RendersEveryImageAsUint8HwcAndKeepsTheOtherOutputs) {
-  Binds b = MustBindBoth({Train("float32", "chw"), {}});
+  BoundBoth b = MustBindBoth({Train("float32", "chw"), {}});
   ASSERT_NE(b.rendered, nullptr);
   const auto& out = b.rendered->outputs();
   ASSERT_EQ(out.size(), 2u);
@@ -166,7 +131,7 @@ TEST(RenderedBindTest, EveryViewInstanceFinishedHereEqualsTheFullRun) {
 TEST(RenderedBindTest, ABatchOpRunsOnlyWhereTheRenderingIsFinished) {
   std::vector<OpConfig> ops = Train("float32", "chw");
   ops.push_back(Op("mixup", {{"alpha", 0.2}, {"num_classes", int64_t{10}}}));
-  Binds b = MustBindBoth({ops, {}});
+  BoundBoth b = MustBindBoth({ops, {}});
   ASSERT_NE(b.full, nullptr);
   EXPECT_TRUE(b.full->has_batch_op());
   EXPECT_FALSE(b.rendered->has_batch_op());
@@ -180,10 +145,10 @@ TEST(RenderedBindTest, ATensorOpRefusesTheRenderedBind) {
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
       Pipeline::Create("erase", PipelineConfig{ops, {}});
   ASSERT_THAT(pipeline, IsOk());
-  auto full = (*pipeline)->Bind(kSchema);
+  auto full = (*pipeline)->Bind(kImageLabelSchema);
   ASSERT_THAT(full, IsOk());
   EXPECT_FALSE((*full)->can_finish_rendered());
-  EXPECT_THAT((*pipeline)->Bind(kSchema, BindMode::kRendered),
+  EXPECT_THAT((*pipeline)->Bind(kImageLabelSchema, BindMode::kRendered),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("pipeline 'erase' has the tensor op "
                                  "random_erasing")));

@@ -12,6 +12,7 @@
 #include "server/pipeline/pipeline.h"
 #include "tests/pipeline/status_matchers.h"
 #include "tests/testing/images.h"
+#include "tests/testing/pipeline_runs.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -73,19 +74,10 @@ std::unique_ptr<BoundPipeline> MustBind(const PipelineConfig& config) {
 // Runs `bound` on one (image, label 5) record with generator `rng`.
 std::vector<std::string> RunOnce(const BoundPipeline& bound,
                                  const std::string& image, SampleRng& rng) {
-  std::vector<std::string> outputs;
-  std::vector<uint8_t*> dst;
-  for (const tensor::TensorSpec& spec : bound.outputs()) {
-    outputs.emplace_back(spec.bytes(), '\0');
-  }
-  for (std::string& out : outputs) {
-    dst.push_back(reinterpret_cast<uint8_t*>(out.data()));
-  }
-  int64_t label = 5;
-  const std::string label_bytes(reinterpret_cast<const char*>(&label), 8);
-  const std::string_view fields[] = {image, label_bytes};
-  EXPECT_THAT(bound.Run(fields, rng, dst, nullptr), IsOk());
-  return outputs;
+  absl::StatusOr<std::vector<std::string>> outputs =
+      ::stoker::testing::RunRecord(bound, image, 5, rng);
+  EXPECT_THAT(outputs, IsOk());
+  return outputs.ok() ? *std::move(outputs) : std::vector<std::string>{};
 }
 
 std::string Png(int width, int height, uint32_t seed) {

@@ -140,13 +140,14 @@ def test_auto_skips_cuda_ipc_with_the_reason_and_falls_back_to_shm(
 
 def test_a_gpu_loader_says_which_transport_auto_chose_and_why(
         client_daemon, monkeypatch, caplog):
+    from stoker import _tensors
     from stoker.torch import Loader
     # torch thinks it has a GPU but is built without CUDA: cuda_ipc is
     # refused on the client, shm is granted but not page-locked, and the
     # copy to the "GPU" is this CPU's (torch cannot pin memory here).
     without_cuda_torch(monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(Loader, "_to_device", lambda self, t: t.clone())
+    monkeypatch.setattr(_tensors, "staged_to_device", lambda t, d: t.clone())
     with caplog.at_level(logging.INFO, logger="stoker"):
         ld = Loader(client_daemon.address, "train", "bytes", batch_size=4,
                     device="cuda:0", epochs=1)

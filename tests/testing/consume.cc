@@ -1,6 +1,10 @@
 #include "tests/testing/consume.h"
 
 #include <chrono>
+#include <deque>
+#include <utility>
+
+#include "gtest/gtest.h"
 
 namespace stoker::testing {
 
@@ -10,6 +14,27 @@ std::string BatchBytes(const Batch& batch) {
     bytes.append(reinterpret_cast<const char*>(t.data), t.size);
   }
   return bytes;
+}
+
+int ReadHolding(Stream& stream, size_t hold,
+                const std::function<std::string(const Batch&)>& bytes) {
+  std::deque<std::pair<Batch, std::string>> held;
+  Batch batch;
+  int read = 0;
+  while (stream.Next(&batch).ok()) {
+    ++read;
+    std::string copy = bytes(batch);
+    held.emplace_back(std::move(batch), std::move(copy));
+    for (const auto& [b, was] : held) {
+      if (bytes(b) != was) {
+        ADD_FAILURE() << "a held batch changed under its holder at batch "
+                      << read;
+        return read;
+      }
+    }
+    if (held.size() > hold) held.pop_front();
+  }
+  return read;
 }
 
 StreamOptions TestStream(const std::string& pipeline, uint32_t batch_size,

@@ -4,6 +4,7 @@
 #define STOKER_TESTS_TESTING_CONSUME_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,14 @@ Consumed Consume(const std::string& target, const StreamOptions& options,
 
 // All tensor bytes of a batch, in order.
 std::string BatchBytes(const Batch& batch);
+
+// Reads `stream` to its end holding the last `hold` batches, and checks
+// (a test failure otherwise) after each read that every held batch still
+// has the bytes it had when read: a held batch's slot is never refilled
+// under it. `bytes` reads a batch (BatchBytes, or a device copy). Returns
+// the batches read.
+int ReadHolding(Stream& stream, size_t hold,
+                const std::function<std::string(const Batch&)>& bytes);
 
 }  // namespace stoker::testing
 

@@ -13,20 +13,19 @@
 #include "server/service/batch.h"
 #include "server/transport/cuda_ipc/device_outputs.h"
 #include "tests/pipeline/status_matchers.h"
+#include "tests/testing/pipeline_runs.h"
 #include "tests/testing/images.h"
 
 namespace stoker::transport {
 namespace {
 
-using ::stoker::pipeline::BindMode;
-using ::stoker::pipeline::BoundPipeline;
-using ::stoker::pipeline::InputField;
 using ::stoker::pipeline::OpArgs;
 using ::stoker::pipeline::OpConfig;
-using ::stoker::pipeline::Pipeline;
-using ::stoker::pipeline::SampleRng;
 using ::stoker::pipeline::testing::IsOk;
 using ::stoker::pipeline::testing::StatusIs;
+using ::stoker::testing::BoundBoth;
+using ::stoker::testing::MustBindBoth;
+using ::stoker::testing::RunSample;
 using ::testing::HasSubstr;
 
 using Floats = std::vector<double>;
@@ -35,9 +34,6 @@ OpConfig Op(std::string name, OpArgs args = {}) {
   return {std::move(name), std::move(args), 0};
 }
 
-const std::vector<InputField> kSchema = {
-    InputField::Image("image"),
-    InputField::Dense("label", tensor::DType::kInt64)};
 
 std::vector<OpConfig> Train(int64_t size, std::vector<OpConfig> format) {
   std::vector<OpConfig> ops = {
@@ -58,47 +54,11 @@ OpConfig Layout(std::string value) {
   return Op("layout", {{"value", std::move(value)}});
 }
 
-struct Binds {
-  std::unique_ptr<BoundPipeline> full, rendered;
-};
-
-Binds MustBindBoth(const std::vector<OpConfig>& ops) {
-  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create("p", ops);
-  EXPECT_THAT(pipeline, IsOk());
-  if (!pipeline.ok()) return {};
-  auto full = (*pipeline)->Bind(kSchema);
-  auto rendered = (*pipeline)->Bind(kSchema, BindMode::kRendered);
-  EXPECT_THAT(full, IsOk());
-  EXPECT_THAT(rendered, IsOk());
-  if (!full.ok() || !rendered.ok()) return {};
-  return {*std::move(full), *std::move(rendered)};
-}
-
-// Runs `bound` on (image, label 3) of sample `id`, one buffer per output.
-std::vector<std::string> RunSample(const BoundPipeline& bound,
-                                   const std::string& image, uint64_t id) {
-  std::vector<std::string> outputs;
-  std::vector<uint8_t*> dst;
-  for (const tensor::TensorSpec& spec : bound.outputs()) {
-    outputs.emplace_back(spec.bytes(), '\0');
-  }
-  for (std::string& out : outputs) {
-    dst.push_back(reinterpret_cast<uint8_t*>(out.data()));
-  }
-  const int64_t label = 3;
-  const std::string label_bytes(reinterpret_cast<const char*>(&label), 8);
-  const std::string_view fields[] = {image, label_bytes};
-  SampleRng rng(/*seed=*/5, /*epoch=*/1, id);
-  EXPECT_THAT(bound.Run(fields, rng, dst, nullptr), IsOk());
-  return outputs;
-}
-
 // Checks that the device plan turns what the rendered bind writes into
 // what the full bind writes, on several samples.
 void ExpectDeviceEqualsCpu(const std::vector<OpConfig>& ops,
                            bool image_normalized) {
-  Binds b = MustBindBoth(ops);
+  BoundBoth b = MustBindBoth({ops, {}});
   ASSERT_NE(b.full, nullptr);
   absl::StatusOr<std::vector<DeviceOutput>> plan =
       PlanDeviceOutputs(*b.full, b.rendered->outputs());
@@ -154,7 +114,7 @@ TEST(DeviceOutputsTest, ABatchOpIsRefusedNamingIt) {
   std::vector<OpConfig> ops =
       Train(16, {Normalize("float32"), Layout("chw")});
   ops.push_back(Op("mixup", {{"alpha", 0.2}, {"num_classes", int64_t{10}}}));
-  Binds b = MustBindBoth(ops);
+  BoundBoth b = MustBindBoth({ops, {}});
   ASSERT_NE(b.full, nullptr);
   EXPECT_THAT(PlanDeviceOutputs(*b.full, b.rendered->outputs()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -162,7 +122,7 @@ TEST(DeviceOutputsTest, ABatchOpIsRefusedNamingIt) {
 }
 
 TEST(DeviceOutputsTest, ATensorTheCpuRendersDifferentlyIsRefused) {
-  Binds b = MustBindBoth(Train(16, {Normalize("float32"), Layout("chw")}));
+  BoundBoth b = MustBindBoth({Train(16, {Normalize("float32"), Layout("chw")}), {}});
   ASSERT_NE(b.full, nullptr);
   std::vector<tensor::TensorSpec> rendered = b.rendered->outputs();
   rendered[1].dtype = tensor::DType::kInt32;  // The label, not an image.
@@ -172,7 +132,7 @@ TEST(DeviceOutputsTest, ATensorTheCpuRendersDifferentlyIsRefused) {
 }
 
 TEST(DeviceOutputsTest, ASlotHoldsTheFormattedBatch) {
-  Binds b = MustBindBoth(Train(16, {Normalize("float32"), Layout("chw")}));
+  BoundBoth b = MustBindBoth({Train(16, {Normalize("float32"), Layout("chw")}), {}});
   ASSERT_NE(b.full, nullptr);
   // 4 images of 3x16x16 float32, then 4 int64 labels at a 64-aligned
   // offset.

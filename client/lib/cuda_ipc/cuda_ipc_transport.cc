@@ -11,7 +11,6 @@
 // have completed by then (synchronize the stream it ran on first).
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "client/lib/cuda_ipc/device_mapping.h"
 #include "client/lib/shm/notice_socket.h"
 #include "client/lib/shm/shm_mapping.h"
@@ -66,10 +65,7 @@ class CudaIpcClientTransport : public ClientTransport {
 
   absl::StatusOr<BatchBytes> Locate(const v1::Batch& b) override {
     if (mapping_ == nullptr || b.slot() >= slots_) {
-      return absl::DataLossError(absl::StrCat(
-          "batch of epoch ", b.epoch(), " step ", b.step(), " names slot ",
-          b.slot(), " of the stream's device ring, which has ", slots_,
-          " slots"));
+      return SlotOutOfRange(b, "the stream's device ring", slots_);
     }
     BatchBytes bytes{mapping_->base() + b.slot() * slot_bytes_, slot_bytes_,
                      mapping_};

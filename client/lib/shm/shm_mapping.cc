@@ -44,6 +44,13 @@ absl::StatusOr<int> PresentToken(const std::string& path,
   return fd;
 }
 
+absl::Status SlotOutOfRange(const v1::Batch& b, const char* ring,
+                            uint32_t slots) {
+  return absl::DataLossError(absl::StrCat(
+      "batch of epoch ", b.epoch(), " step ", b.step(), " names slot ",
+      b.slot(), " of ", ring, ", which has ", slots, " slots"));
+}
+
 absl::StatusOr<int> FetchDescriptor(const std::string& path,
                                     const std::string& token,
                                     const char* what) {

@@ -40,6 +40,11 @@ absl::StatusOr<int> FetchDescriptor(const std::string& path,
                                     const std::string& token,
                                     const char* what);
 
+// DataLoss for batch `b` naming a slot past the `slots` of `ring` (its
+// name in the message): the daemon and the client disagree on the ring.
+absl::Status SlotOutOfRange(const v1::Batch& b, const char* ring,
+                            uint32_t slots);
+
 // Fetches and maps a stream's ring: connects to the daemon's fd socket,
 // sends the token and receives the memfd (see ShmRing in stoker.proto).
 absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring);

@@ -7,7 +7,6 @@
 // inside gRPC).
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "client/lib/shm/notice_socket.h"
 #include "client/lib/shm/shm_mapping.h"
 #include "client/lib/transport.h"
@@ -52,11 +51,9 @@ class ShmClientTransport : public ClientTransport {
     const std::shared_ptr<ShmMapping>& ring =
         b.in_shared_ring() ? shared_ : own_;
     if (ring == nullptr || b.slot() >= ring->slots) {
-      return absl::DataLossError(absl::StrCat(
-          "batch of epoch ", b.epoch(), " step ", b.step(), " names slot ",
-          b.slot(), " of ",
-          b.in_shared_ring() ? "the shared ring" : "the stream's ring",
-          ", which has ", ring == nullptr ? 0 : ring->slots, " slots"));
+      return SlotOutOfRange(
+          b, b.in_shared_ring() ? "the shared ring" : "the stream's ring",
+          ring == nullptr ? 0 : ring->slots);
     }
     return BatchBytes{ring->base + b.slot() * ring->slot_bytes,
                       ring->slot_bytes, ring};

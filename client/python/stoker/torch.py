@@ -97,13 +97,12 @@ import collections.abc
 import logging
 import os
 import warnings
-from typing import (Any, Dict, Iterator, List, Mapping, Optional, Tuple,
-                    Union, cast)
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
 import torch
 
 from . import sampling
-from .batch import Array, Batch, Ragged, view_instances
+from ._tensors import TensorBatch, to_tensors
 from .client import Client
 from .request import Position, StreamRequest, check_int
 from .stream import Stream
@@ -120,72 +119,6 @@ ADDED = {"ra_reps": 1}
 LAYOUT = ("world_size", "batch_size")
 
 _log = logging.getLogger("stoker")
-
-
-class TensorBatch(Dict[str, torch.Tensor]):
-    """A dict of tensor name to torch.Tensor, with the batch's `epoch`,
-    `step`, `position`, `sample_ids`, `skipped_ids`, `sample_reps` and
-    `skipped_reps` (stoker.Batch) as attributes."""
-
-    def __init__(self, tensors: Mapping[str, torch.Tensor], batch: Batch
-                 ) -> None:
-        super().__init__(tensors)
-        self.epoch = batch.epoch
-        self.step = batch.step
-        self.sample_ids = batch.sample_ids
-        self.skipped_ids = batch.skipped_ids
-        self.sample_reps = batch.sample_reps
-        self.skipped_reps = batch.skipped_reps
-
-    @property
-    def position(self) -> Tuple[int, int]:
-        """The (epoch, step) of this batch."""
-        return (self.epoch, self.step)
-
-    def view(self, name: str, field: str = "image") -> List[torch.Tensor]:
-        """The tensors of `field` in each instance of view `name` (a
-        pipeline with views), in order: DINO's global crops are
-        ``batch.view("global")``."""
-        return view_instances(self, name, field)
-
-
-# Whether torch.from_numpy still warns about read-only arrays here; see
-# _from_numpy.
-_quiet = False
-
-
-def _flat_arrays(batch: Batch) -> Iterator[Tuple[str, Array]]:
-    """The batch's arrays by name; a ragged field as two, <name> (values)
-    and <name>.offsets, as the daemon sends it."""
-    for name, value in batch.items():
-        if isinstance(value, Ragged):
-            yield name, value.values
-            yield name + ".offsets", value.offsets
-        else:
-            yield name, value
-
-
-def _from_numpy(arrays: Batch) -> Dict[str, torch.Tensor]:
-    """{name: torch.from_numpy(array)} for a batch's read-only arrays (a
-    ragged field as <name> and <name>.offsets).
-
-    They view the received message, which is read-only to numpy but belongs
-    to that batch alone, or an shm slot, which the Loader copies unless
-    zero_copy (then documented read-only), so torch's warning about them is
-    left out, whatever filters the caller has. torch gives it once per
-    process: once a call gave none, plain calls are as quiet, and they save
-    warnings.catch_warnings() on every batch, which cost more in a training
-    loop (about 45 us a batch) than the rest of turning a batch to tensors.
-    """
-    global _quiet
-    if _quiet:
-        return {name: torch.from_numpy(a) for name, a in _flat_arrays(arrays)}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.filterwarnings("always", message=".*not writable")
-        tensors = {name: torch.from_numpy(a)
-                   for name, a in _flat_arrays(arrays)}
-    _quiet = not caught
-    return tensors
 
 
 def distributed_context(
@@ -366,7 +299,8 @@ class Loader:
                 return
             self._position = stream.position
             try:
-                yield self._to_torch(batch, stream)
+                yield to_tensors(batch, stream, self._device,
+                                 self._zero_copy)
             finally:
                 # Over shm with zero_copy the tensors view the batch's
                 # slot: it goes back to the daemon when the next batch is
@@ -438,34 +372,6 @@ class Loader:
             self._said = (stream.transport, reason)
             _log.info("stoker.torch.Loader: transport %s (%s)",
                       stream.transport, reason)
-
-    def _to_torch(self, batch: Batch, stream: Stream) -> TensorBatch:
-        if stream.on_device:
-            # cuda_ipc: tensors viewing the device ring, released with the
-            # batch.
-            return TensorBatch(cast(Dict[str, torch.Tensor],
-                                    dict(_flat_arrays(batch))), batch)
-        tensors = _from_numpy(batch)
-        if self._device.type == "cuda":
-            if stream.pinned:
-                tensors = {name: t.to(self._device, non_blocking=True)
-                           for name, t in tensors.items()}
-            else:
-                tensors = {name: self._to_device(t)
-                           for name, t in tensors.items()}
-            # Acknowledged once the copies queued on the current stream have
-            # run (a fence; see stoker.stream) where they read the slot.
-            batch.release()
-        elif stream.transport == "shm" and not self._zero_copy:
-            tensors = {name: t.clone() for name, t in tensors.items()}
-            batch.release()
-        return TensorBatch(tensors, batch)
-
-    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
-        pinned = torch.empty(tensor.shape, dtype=tensor.dtype,
-                             pin_memory=True)
-        pinned.copy_(tensor)
-        return pinned.to(self._device, non_blocking=True)
 
     # The dataset's size, for len() and the tail rule.
 

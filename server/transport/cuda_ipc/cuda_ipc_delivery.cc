@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -234,10 +235,14 @@ absl::Status CudaIpcDelivery::Init() {
   const uint64_t ring_bytes = uint64_t{o.slots} * o.slot_bytes;
   const uint64_t tables_bytes =
       o.outputs.size() * NormalizeTable::kEntries * sizeof(uint32_t);
-  // VMM rounds the ring up to its granularity (2 MiB on every GPU we know).
-  constexpr uint64_t kGranularity = uint64_t{2} << 20;
+  absl::StatusOr<GpuSharingSupport> support = QuerySharingSupport(o.device);
+  if (!support.ok()) return support.status();
+  // A VMM ring is its size rounded up to the GPU's granularity, queried;
+  // cudaMalloc's own rounding of a legacy ring is not counted.
+  const uint64_t granularity =
+      std::max<uint64_t>(1, support->vmm_granularity);
   const uint64_t reserved =
-      (ring_bytes + kGranularity - 1) / kGranularity * kGranularity +
+      (ring_bytes + granularity - 1) / granularity * granularity +
       o.host_bytes + tables_bytes;
   absl::StatusOr<std::unique_ptr<DeviceBudget::Reservation>> reservation =
       o.budget->Reserve(
@@ -247,8 +252,6 @@ absl::Status CudaIpcDelivery::Init() {
   if (!reservation.ok()) return reservation.status();
   reservation_ = *std::move(reservation);
 
-  absl::StatusOr<GpuSharingSupport> support = QuerySharingSupport(o.device);
-  if (!support.ok()) return support.status();
   absl::StatusOr<SharingChoice> choice =
       ChooseSharing(*support, o.gpu_uuid, [&](HandleKind kind) {
         absl::StatusOr<std::unique_ptr<DeviceRingMemory>> memory =
@@ -430,12 +433,10 @@ absl::Status CudaIpcDelivery::Queue(const service::ReadyBatch& batch,
 void CudaIpcDelivery::Notices::Send(const v1::StreamResponse& message) {
   CudaIpcDelivery& d = *delivery_;
   absl::MutexLock lock(&d.mu_);
-  // HandOver queued its batch just before: the one without a message.
-  for (InFlight& item : d.queue_) {
-    if (!item.end && !item.message.has_value()) {
-      item.message = message;
-      return;
-    }
+  // The reactor sends a batch's notice right after its HandOver, which
+  // queued the batch last.
+  if (!d.queue_.empty() && !d.queue_.back().end) {
+    d.queue_.back().message = message;
   }
 }
 

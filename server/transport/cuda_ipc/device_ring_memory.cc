@@ -102,6 +102,17 @@ absl::Status UseDevice(int device) {
   return absl::OkStatus();
 }
 
+// A ring's allocation on `dev`: device memory exportable as a descriptor.
+CUmemAllocationProp VmmProp(CUdevice dev) {
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  return prop;
+}
+
 }  // namespace
 
 absl::StatusOr<GpuSharingSupport> QuerySharingSupport(int device) {
@@ -124,7 +135,17 @@ absl::StatusOr<GpuSharingSupport> QuerySharingSupport(int device) {
       r != CUDA_SUCCESS) {
     return DriverError(d, "cuDeviceGetAttribute", r);
   }
-  return GpuSharingSupport{vmm != 0, fd != 0};
+  GpuSharingSupport support{vmm != 0, fd != 0};
+  if (support.vmm && support.posix_fd) {
+    const CUmemAllocationProp prop = VmmProp(dev);
+    if (CUresult r = d.MemGetAllocationGranularity(
+            &support.vmm_granularity, &prop,
+            CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+        r != CUDA_SUCCESS) {
+      return DriverError(d, "cuMemGetAllocationGranularity", r);
+    }
+  }
+  return support;
 }
 
 absl::StatusOr<std::unique_ptr<DeviceRingMemory>> DeviceRingMemory::Create(
@@ -153,12 +174,7 @@ absl::StatusOr<std::unique_ptr<DeviceRingMemory>> DeviceRingMemory::Create(
   if (CUresult r = d.DeviceGet(&dev, device); r != CUDA_SUCCESS) {
     return DriverError(d, "cuDeviceGet", r);
   }
-  CUmemAllocationProp prop;
-  std::memset(&prop, 0, sizeof(prop));
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = dev;
+  const CUmemAllocationProp prop = VmmProp(dev);
   size_t granularity = 0;
   if (CUresult r = d.MemGetAllocationGranularity(
           &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);

@@ -10,6 +10,7 @@
 #ifndef STOKER_SERVER_TRANSPORT_CUDA_IPC_RING_SHARING_H_
 #define STOKER_SERVER_TRANSPORT_CUDA_IPC_RING_SHARING_H_
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,9 @@ struct GpuSharingSupport {
   bool vmm = false;
   // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED.
   bool posix_fd = false;
+  // With both: the recommended allocation granularity a VMM ring is
+  // rounded up to (cuMemGetAllocationGranularity); else 0.
+  size_t vmm_granularity = 0;
 };
 
 // The kinds to try on a GPU, in order, and why the others are left out.
