@@ -41,6 +41,9 @@ def test_smoke_run_reports_every_configuration(tmp_path):
     helped = configs["helpers1"]
     assert helped["remote_batches"] > 0, helped
     assert helped["wire"]["bytes_per_sample"] > 0, helped["wire"]
+    costs = helped["helper_costs"]
+    assert costs["chunks"] > 0 and 0 <= costs["late_batches"] <= \
+        helped["remote_batches"], costs
 
     throttled = report["throttled"]
     if throttled["measured"]:
