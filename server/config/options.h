@@ -115,7 +115,9 @@ struct HelperOptions {
   // the clear.
   bool insecure = false;
   // Batches per chunk; a stream's chunks are at most half its window.
-  uint32_t chunk_steps = 8;
+  // Two measured best at prefetch 8 and 16 (docs/performance.md, session
+  // 15): a longer chunk makes the stream wait longer for its helper.
+  uint32_t chunk_steps = 2;
   // Chunks open on one helper at once.
   uint32_t streams = 4;
   // A chunk that received nothing for this long is given up and built here.

@@ -200,7 +200,8 @@ pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(h.tls_server_name, "helper");
 }
 
-TEST_F(ConfigLoaderTest, HelpersDefaultToRawAutoCompressionAndPlaintextOnLoopback) {
+TEST_F(ConfigLoaderTest,
+       HelpersDefaultToChunksOfTwoRawAutoCompressionAndPlaintextOnLoopback) {
   dir_.MakeDir("train");
   const absl::StatusOr<ServerOptions> options = Load(R"(
 listen: {unix: s.sock}
@@ -211,6 +212,8 @@ pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
   ASSERT_TRUE(options.ok()) << options.status();
   const HelperOptions& h = options->helpers;
   EXPECT_EQ(h.placement, HelperOptions::Placement::kLocalFirst);
+  EXPECT_EQ(h.chunk_steps, 2u);  // The length measured best.
+  EXPECT_EQ(h.streams, 4u);
   EXPECT_TRUE(h.raw);
   EXPECT_EQ(h.compress, HelperOptions::Compress::kAuto);
   EXPECT_FALSE(h.tls);
