@@ -78,7 +78,12 @@ def write_images(out_dir, count, classes=10, seed=0, quality=90, min_size=300,
     params = dict(out_dir=str(out_dir), classes=classes, seed=seed,
                   quality=quality, min_size=min_size, max_size=max_size)
     tty = sys.stderr.isatty()
-    with multiprocessing.get_context("fork").Pool(
+    # Spawned, not forked: a child forked while another thread of the caller
+    # held a lock can wait on that lock forever (a `bench/run --smoke` in CI
+    # hung so, its worker asleep on a futex and deaf to the pool's SIGTERM,
+    # which the bench's own handler catches). The callers load this module
+    # as `make_images` (its workers import it by that name).
+    with multiprocessing.get_context("spawn").Pool(
             jobs or os.cpu_count(), initializer=_init_job,
             initargs=(params,)) as pool:
         for done, _ in enumerate(pool.imap_unordered(_write_one, range(count),
