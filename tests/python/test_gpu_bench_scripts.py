@@ -1,6 +1,6 @@
-"""The figures of tests/gpu/bench_gpu.py and tests/gpu/kill9_check.py that
-need no GPU: statistics, the rate after a drained queue, the stall share,
-the table and its goals, the Prometheus gauge and the polling that times
+"""The figures of tests/gpu/bench_gpu.py (its table: gpu_report.py) and
+tests/gpu/kill9_check.py that need no GPU: statistics, the rate after a
+drained queue, the stall share, the table and its goals, the Prometheus gauge and the polling that times
 the kill -9 check. The scripts themselves run on a GPU machine
 (tests/gpu/run.sh)."""
 import importlib.util
@@ -22,6 +22,7 @@ def load(name):
 
 
 bench = load("bench_gpu")
+report = load("gpu_report")
 kill9 = load("kill9_check")
 
 
@@ -82,7 +83,7 @@ def test_rows_state_each_goal_and_what_missed_it():
                "shm_pageable": figures("shm_pageable", 30.0,
                                        keeps_up=False),
                "dataloader": figures("dataloader", 20.0)}
-    rows, unmet = bench.rows_for(results, {}, reference(0.5))
+    rows, unmet = report.rows_for(results, {}, reference(0.5))
     by = {r["measure"]: r for r in rows}
     ratio = by["pinned H2D time / cuda_ipc hand-over time"]
     assert ratio["result"] == "0.91" and ratio["goal"].endswith(": met")
@@ -104,7 +105,7 @@ def test_no_stall_goal_where_the_source_is_slower_than_the_step():
     results = {"cuda_ipc": figures("cuda_ipc", 0.5, stall=9.0,
                                    keeps_up=False),
                "dataloader": figures("dataloader", 20.0)}
-    rows, unmet = bench.rows_for(results, {}, reference(0.5))
+    rows, unmet = report.rows_for(results, {}, reference(0.5))
     by = {r["measure"]: r for r in rows}
     assert by["data stall share, cuda_ipc"]["goal"].startswith(
         "n/a (source gives 100.0 ms/batch")
@@ -112,12 +113,12 @@ def test_no_stall_goal_where_the_source_is_slower_than_the_step():
 
 
 def test_modes_not_asked_for_have_no_rows():
-    rows, _ = bench.rows_for({"dataloader": figures("dataloader", 20.0)},
+    rows, _ = report.rows_for({"dataloader": figures("dataloader", 20.0)},
                              {}, reference(0.5))
     assert not [r for r in rows if "cuda_ipc" in r["measure"] or
                 "shm" in r["measure"]]
     assert all(r["how"] for r in rows)
-    table = bench.markdown(rows)
+    table = report.markdown(rows)
     assert table.splitlines()[0].startswith("| measure | result |")
     assert len(table.splitlines()) == len(rows) + 2
 
@@ -126,7 +127,7 @@ def test_a_failed_mode_is_a_row_that_says_so_and_no_figure():
     results = {"dataloader": figures("dataloader", 20.0)}
     errors = {"cuda_ipc": "FailedPrecondition: no GPU",
               "shm_pinned": "RuntimeError: x", "shm_pageable": "y"}
-    rows, unmet = bench.rows_for(results, errors, {"error": "E: no pin"})
+    rows, unmet = report.rows_for(results, errors, {"error": "E: no pin"})
     by = {r["measure"]: r for r in rows}
     assert (by["cuda_ipc hand-over, notice to usable tensor"]["result"] ==
             "failed: FailedPrecondition: no GPU")
@@ -139,7 +140,7 @@ def test_a_failed_mode_is_a_row_that_says_so_and_no_figure():
 def test_an_unpinned_ring_is_not_passed_off_as_the_pinned_path():
     results = {"shm_pinned": figures("shm_pinned", 0.5, pinned=False),
                "dataloader": figures("dataloader", 20.0)}
-    rows, unmet = bench.rows_for(results, {"cuda_ipc": "x",
+    rows, unmet = report.rows_for(results, {"cuda_ipc": "x",
                                            "shm_pageable": "y"},
                                  reference(0.5))
     by = {r["measure"]: r for r in rows}
