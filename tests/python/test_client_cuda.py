@@ -464,6 +464,20 @@ def test_offsets_on_a_gpu_are_not_read_to_pair_a_ragged_field():
                     read_offsets=False)
 
 
+def test_a_batch_naming_a_slot_past_the_device_ring_is_data_loss():
+    from stoker._wire import Response
+    t = object.__new__(transports.CudaIpcTransport)  # No GPU to map on.
+    t._ring = None
+    for batch, where in (
+            (pb.Batch(epoch=1, step=2, slot=3),
+             "names slot 3 of the cuda_ipc ring, which has 0 slots"),
+            (pb.Batch(epoch=1, step=2, slot=0, in_shared_ring=True),
+             "names slot 0 of a shared ring, which cuda_ipc does not have")):
+        with pytest.raises(stoker.DataLoss,
+                           match=f"batch of epoch 1 step 2 {where}$"):
+            t.arrays(Response(batch=batch))
+
+
 class LateEvent(FakeEvent):
     """Completes at its third query, as kernels still running would."""
 

@@ -439,7 +439,7 @@ class CudaIpcTransport(Transport):
             where = ("a shared ring, which cuda_ipc does not have"
                      if batch.in_shared_ring else
                      f"the cuda_ipc ring, which has "
-                     f"{ring.slots if ring else 0}")
+                     f"{ring.slots if ring else 0} slots")
             raise errors.DataLoss(
                 f"batch of epoch {batch.epoch} step {batch.step} names slot "
                 f"{batch.slot} of {where}")
