@@ -2,12 +2,40 @@
 smoke mode: the node alone, with one and with two helpers, and behind a
 throttled link where this machine gives the bench a network namespace of
 its own (else the report says why not), each delivering samples; the report
-says what ran on which core and how many bytes a sample cost on the wire."""
+says what ran on which core and how many bytes a sample cost on the wire;
+and its ratios are taken round by round."""
+import importlib.machinery
+import importlib.util
 import json
 import subprocess
 import sys
 
 from conftest import BUILD, ROOT
+
+
+def load_bench():
+    path = str(ROOT / "bench" / "helpers")  # A script without .py.
+    loader = importlib.machinery.SourceFileLoader("bench_helpers", path)
+    spec = importlib.util.spec_from_loader("bench_helpers", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_a_ratio_is_the_median_of_the_rounds_ratios():
+    bench = load_bench()
+    # Round 2 was disturbed (the node alone caught a quiet moment, the
+    # helped stream a busy one): the ratio of the medians, 1900 / 1200, would
+    # say 1.58x; the rounds' own ratios are 1.8, 1.36 and 1.8.
+    alone = [{"samples_per_second": s} for s in (1000, 1400, 1200)]
+    helped = [{"samples_per_second": s} for s in (1800, 1900, 2160)]
+    ratios = bench.round_ratios(helped, alone)
+    assert [round(r, 2) for r in ratios] == [1.8, 1.36, 1.8]
+    assert bench.median(ratios) == ratios[0]
+    assert bench.median([3.0, 1.0, 2.0]) == 2.0
+    assert bench.median([1.0, 2.0]) == 2.0  # The upper middle, as rows.
+    assert bench.median_row(helped) is helped[1]
+    assert bench.median_row(alone) is alone[2]
 
 
 def test_smoke_run_reports_every_configuration(tmp_path):
