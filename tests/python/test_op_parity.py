@@ -240,7 +240,7 @@ def test_color_jitter_runs_the_four_in_one_of_torchvisions_orders(
     seen = set()
     diffs = []
     for i in range(8):
-        source = decode_png(torch.frombuffer(encoded[i], dtype=torch.uint8))
+        source = decode_png(torch.frombuffer(bytearray(encoded[i]), dtype=torch.uint8))
         candidates = [difference(ours[i], c) for c in jitter_orders(source)]
         best = min(range(24), key=lambda k: candidates[k])
         seen.add(best)
@@ -260,7 +260,7 @@ def test_op_matches_torchvision(daemon, sources, name):
     ours = served(daemon, name)
     diffs = []
     for i in range(COUNT):
-        source = decode_png(torch.frombuffer(encoded[i], dtype=torch.uint8))
+        source = decode_png(torch.frombuffer(bytearray(encoded[i]), dtype=torch.uint8))
         diffs.append(difference(ours[i], hwc(reference(source))))
     mad = float(np.mean([m for m, _ in diffs]))
     worst = max(w for _, w in diffs)
@@ -298,7 +298,7 @@ def test_translate_shifts_by_a_whole_pixel_amount_within_the_range(
     ours = served(daemon, "translate")
     shifts, diffs = set(), []
     for i in range(8):
-        source = decode_png(torch.frombuffer(encoded[i], dtype=torch.uint8))
+        source = decode_png(torch.frombuffer(bytearray(encoded[i]), dtype=torch.uint8))
         candidates = {
             dx: difference(ours[i], hwc(F.affine(source, 0.0, [dx, 0], 1.0,
                                                  [0.0, 0.0],
@@ -347,7 +347,7 @@ def check_policy(daemon, sources, pipeline, choices_for, count):
     ours = served(daemon, pipeline)
     seen, diffs = set(), []
     for i in range(count):
-        source = decode_png(torch.frombuffer(encoded[i], dtype=torch.uint8))
+        source = decode_png(torch.frombuffer(bytearray(encoded[i]), dtype=torch.uint8))
         best, diff = best_choice(ours[i], source, choices_for(source))
         seen.add(best)
         diffs.append(diff)
