@@ -3,7 +3,6 @@ import signal
 import threading
 import time
 
-import grpc
 import pytest
 
 import stoker
@@ -46,50 +45,6 @@ def restart_later(daemon, delay):
                                               daemon.start()))
     thread.start()
     return thread
-
-
-def test_a_stream_opened_before_the_daemon_listens_waits_for_it(
-        client_daemon):
-    # The first open goes straight to the call, which fails fast while
-    # nothing listens; the retries wait for the channel until the daemon
-    # is up, then the stream starts at the beginning.
-    client = stoker.Client(client_daemon.address)
-    with client.stream("train", "bytes", batch_size=3, seed=1) as s:
-        whole = positions_and_bytes(s)
-    client_daemon.stop()
-    restart = restart_later(client_daemon, 1.0)
-    try:
-        late = stoker.Client(client_daemon.address)
-        with late.stream("train", "bytes", batch_size=3, seed=1,
-                         reconnect_timeout=30) as s:
-            assert positions_and_bytes(s) == whole
-        late.close()
-    finally:
-        restart.join()
-
-
-def test_the_first_open_does_not_wait_for_the_channel(client_daemon,
-                                                     monkeypatch):
-    # Waiting for the channel (grpc.channel_ready_future) starts grpcio's
-    # connectivity poller, a thread that wakes every 0.2 s for nothing:
-    # trainer CPU. The first open goes straight to the call; a reconnect
-    # waits (see Stream._connect).
-    waits = []
-    ready_future = grpc.channel_ready_future
-    monkeypatch.setattr(grpc, "channel_ready_future",
-                        lambda channel: waits.append(channel) or
-                        ready_future(channel))
-    client = stoker.Client(client_daemon.address)
-    with client.stream("train", "bytes", batch_size=3, seed=1,
-                       epochs=0, reconnect_timeout=20) as s:
-        next(s).release()
-        assert waits == []
-        client_daemon.stop()
-        client_daemon.start()
-        while s.reconnects == 0:  # Batches already sent come first.
-            next(s).release()
-    assert len(waits) >= 1
-    client.close()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])

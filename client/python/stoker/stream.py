@@ -428,23 +428,15 @@ class Stream:
         deadline = time.monotonic() + self.reconnect_timeout
         backoff = 0.05
         last = cause
-        # A first open goes straight to the call: on a fresh channel it
-        # connects and fails fast (Unavailable) if nothing listens. Waiting
-        # for the channel first costs the trainer a poller thread and its
-        # hand-overs (about 6 ms of CPU here); a retry, or a resume after
-        # the daemon went away, waits, so as not to spin on a channel in
-        # its reconnect backoff.
-        wait = not opening
         while not self._closed:
             try:
-                self._open(deadline, wait)
+                self._open(deadline)
                 return
             except (errors.Unavailable, errors.DeadlineExceeded) as e:
                 last = e
             except errors.StokerError:
                 self.close()
                 raise
-            wait = True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -461,14 +453,13 @@ class Stream:
             f" dataset '{r.dataset}' pipeline '{r.pipeline}' at epoch {epoch} "
             f"step {step}" + (f": {last.message}" if last else ""))
 
-    def _open(self, deadline: float, wait: bool) -> None:
+    def _open(self, deadline: float) -> None:
         """One open, trying each candidate transport in turn; raises the
-        last refusal, or at once on any other error. `wait`: first wait
-        until the channel is connected (or the deadline)."""
+        last refusal, or at once on any other error."""
         for i, name in enumerate(self._candidates):
             try:
                 self._open_with(transports.make(name, self.cuda_device),
-                                deadline, wait)
+                                deadline)
             except (errors.FailedPrecondition, errors.PermissionDenied) as e:
                 self.transport_attempts.append((name, str(e)))
                 if i + 1 == len(self._candidates):
@@ -480,9 +471,8 @@ class Stream:
             return
 
     def _open_with(self, transport: transports.Transport,
-                   deadline: float, wait: bool) -> None:
-        if wait:
-            self._client.wait_ready(deadline)
+                   deadline: float) -> None:
+        self._client.wait_ready(deadline)
         rpc = Call(self._client,
                    self._request.to_proto(self._position, transport),
                    read_ahead=transport.read_ahead)
