@@ -80,6 +80,7 @@ bench/run --smoke --build-dir build --pipelines recipe,dino \
   --consumers cpp-shm,loader-shm --skip-transfer --skip-autotune \
   --skip-decode-only
 bench/jobs --smoke --build-dir build
+bench/memory --smoke --build-dir build
 
 if [ $FUZZ -eq 1 ]; then
   # Built at -O0 for CI's 20 s runs: two thirds of the build time, for a

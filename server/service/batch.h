@@ -97,6 +97,10 @@ class BatchBuffer {
   virtual uint8_t* data() = 0;
   virtual size_t capacity() const = 0;
   virtual Home home() const { return {}; }
+  // Called before a batch is written into the buffer (not when a shared
+  // run lends it one, which leaves it unwritten): a ring slot maps its
+  // pages then, on its first use.
+  virtual void BeforeWrite() {}
   // A batch lent by a shared run (LentBatchBuffer) reads the run's buffer,
   // and holds the stream's own: the one, or null for any other buffer...
   virtual const BatchBuffer* lender() const { return nullptr; }

@@ -137,6 +137,11 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
 }
 
 void Stream::SubmitSamples(Building* batch) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++building_tasks_;
+  }
+  batch->buffer->BeforeWrite();
   const uint32_t n = static_cast<uint32_t>(batch->ids.size());
   for (uint32_t i = 0; i < n; ++i) {
     pool_->Submit(group_->id(), [self = shared_from_this(), batch, i] {
@@ -188,6 +193,7 @@ void Stream::FinishSample(Building* batch) {
   {
     absl::MutexLock lock(&mu_);
     batch->done = true;
+    --building_tasks_;
   }
   NotifyReady();
 }
@@ -353,6 +359,7 @@ void Stream::Deliver(uint64_t seq, std::shared_ptr<const ReadyBatch> batch,
       b->buffer = std::make_unique<LentBatchBuffer>(std::move(batch),
                                                     std::move(b->buffer));
     } else {
+      b->buffer->BeforeWrite();
       std::memcpy(b->buffer->data(), batch->buffer->data(), batch->bytes);
     }
     b->delivered = std::move(ready);
@@ -382,8 +389,22 @@ void Stream::DetachFromRun() {
 }
 
 bool Stream::HasMore() {
+  // Read before taking mu_: the pool's lock is never taken inside it.
+  const int workers = pool_->active_threads();
   absl::MutexLock lock(&mu_);
-  return !cancelled_ && status_.ok() && !AtEndLocked();
+  return !cancelled_ && status_.ok() && !AtEndLocked() &&
+         !BuildingEnoughLocked(workers);
+}
+
+bool Stream::BuildingEnoughLocked(int workers) const {
+  // A shared run builds elsewhere; a helper's chunk takes its buffers when
+  // it is placed, which happens in Fill.
+  if (run_ != nullptr || placer_ != nullptr) return false;
+  const uint64_t samples =
+      uint64_t{building_tasks_} * std::max<uint32_t>(1, spec_.batch_size);
+  const uint64_t wanted = uint64_t{kBuildAheadPerWorker} *
+                          static_cast<uint64_t>(std::max(1, workers));
+  return building_tasks_ >= kBuildAhead && samples >= wanted;
 }
 
 bool Stream::Done() {

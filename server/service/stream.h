@@ -169,7 +169,13 @@ class Stream : public BatchSource,
   // the stream has failed or been cancelled.
   bool Fill(std::unique_ptr<BatchBuffer> buffer) override;
 
-  // True while Fill() would start a batch.
+  // True while Fill() should be given a buffer: a batch is left to start
+  // and, on a stream that builds on its own tasks (no shared run, no
+  // helpers), fewer batches are being built than keep the workers busy
+  // (kBuildAhead below). Batches that wait in the window need a buffer
+  // only once they are started, so a consumer that takes each batch as it
+  // is finished leaves the rest of its window untouched: a shm ring's
+  // unused slots cost no memory (docs/performance.md, session 17).
   bool HasMore() override;
 
   // The next batch in order, once it is finished.
@@ -218,6 +224,17 @@ class Stream : public BatchSource,
  private:
   struct Building;
 
+  // Batches a stream builds at once on its own tasks, at least: the one
+  // being finished and the next, so that workers never wait between two.
+  // More while they hold fewer than kBuildAheadPerWorker samples for each
+  // of the pool's active workers (small batches, many workers).
+  static constexpr uint32_t kBuildAhead = 2;
+  static constexpr uint32_t kBuildAheadPerWorker = 2;
+
+  // Whether enough batches are building on tasks for `workers` active
+  // workers (see HasMore).
+  bool BuildingEnoughLocked(int workers) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SubmitSamples(Building* batch);
   void RunSample(Building* batch, uint32_t index);
   void FinishSample(Building* batch);
@@ -282,6 +299,8 @@ class Stream : public BatchSource,
   std::shared_ptr<SharedRun> run_ ABSL_GUARDED_BY(mu_);
   uint64_t lend_before_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::unique_ptr<Building>> building_ ABSL_GUARDED_BY(mu_);
+  // Batches whose samples were submitted as tasks and are not all done.
+  uint32_t building_tasks_ ABSL_GUARDED_BY(mu_) = 0;
   // Open chunks by their first position; [chunk_begin_, chunk_end_) is the
   // newest chunk claimed (possibly ended since).
   std::map<uint64_t, std::shared_ptr<RemoteChunk>> chunks_

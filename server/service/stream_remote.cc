@@ -105,6 +105,7 @@ absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
   }
   // Only this call touches b until it is marked done or given back.
   const int64_t start = NowNs();
+  b->buffer->BeforeWrite();
   const RenderedFinish finish{
       rendered_layout_.has_value() ? &*rendered_layout_ : nullptr,
       pipeline_.get()};

@@ -41,6 +41,9 @@ class BatchSource {
   // Starts the next batch in `buffer`; false (the buffer dropped) when no
   // batch is left to start.
   virtual bool Fill(std::unique_ptr<BatchBuffer> buffer) = 0;
+  // Whether to hand Fill a buffer now: a batch is left to start, and the
+  // source wants to start it now (it may hold back while enough of its
+  // batches are being built; it says so again once one is finished).
   virtual bool HasMore() = 0;
   virtual std::optional<ReadyBatch> TakeReady() = 0;
   // Every batch was taken, or the source failed (status()).
@@ -76,7 +79,8 @@ class StreamSession {
     absl::Status status;              // kFinish: how the stream ends.
   };
 
-  // Starts batches in free buffers while the window has room; then, when
+  // Starts batches in free buffers while the window has room and the
+  // source wants them (BatchSource::HasMore); then, when
   // the adapter `can_send`, the next ready batch; else whether the stream
   // ends: at once when the source failed, and once it is done when the
   // adapter `can_end` and the transport agrees (BufferSlots::MayEnd).

@@ -63,25 +63,28 @@ ShmRing::~ShmRing() {
 
 std::unique_ptr<service::BatchBuffer> ShmRing::Take() {
   uint32_t slot = 0;
-  bool populate = false;
   {
     absl::MutexLock lock(&mu_);
     if (free_.empty()) return nullptr;
     slot = free_.back();
     free_.pop_back();
     in_use_[slot] = true;
-    populate = !populated_[slot];
+  }
+  return std::make_unique<ShmSlotBuffer>(shared_from_this(), slot,
+                                         base_ + slot * slot_bytes_);
+}
+
+void ShmRing::Populate(uint32_t slot) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (slot >= slots_ || populated_[slot]) return;
     populated_[slot] = true;
   }
-  uint8_t* const data = base_ + slot * slot_bytes_;
 #ifdef MADV_POPULATE_WRITE
   // Best effort: a kernel before 5.14 refuses it, and the pages then fault
   // in one by one as before.
-  if (populate) madvise(data, slot_bytes_, MADV_POPULATE_WRITE);
-#else
-  (void)populate;
+  madvise(base_ + slot * slot_bytes_, slot_bytes_, MADV_POPULATE_WRITE);
 #endif
-  return std::make_unique<ShmSlotBuffer>(shared_from_this(), slot, data);
 }
 
 void ShmRing::Release(uint32_t slot) {

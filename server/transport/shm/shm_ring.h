@@ -47,10 +47,14 @@ class ShmRing : public service::BufferSource,
 
   // A free slot as a batch buffer, or null if every slot is in use. The
   // buffer's slot stays in use after the buffer is dropped, until Release.
-  // A slot's first Take maps all its pages in one call
-  // (MADV_POPULATE_WRITE): writing a batch into unmapped pages took one
-  // page fault per 4 KiB, which cost twice as long (docs/performance.md).
+  // Slots are reused most recently released first, so a stream whose
+  // batches are taken as soon as they are built keeps to a few of them.
   std::unique_ptr<service::BatchBuffer> Take() override;
+  // Before the first batch is written into `slot` (BeforeWrite), maps all
+  // its pages in one call (MADV_POPULATE_WRITE): writing a batch into
+  // unmapped pages took one page fault per 4 KiB, which cost twice as long
+  // (docs/performance.md). A slot never written costs no memory.
+  void Populate(uint32_t slot);
   // The client is done with `slot`: it may be filled again. Releasing a
   // slot that is not in use does nothing.
   void Release(uint32_t slot);
@@ -92,6 +96,7 @@ class ShmSlotBuffer : public service::BatchBuffer {
       : ring_(std::move(ring)), slot_(slot), data_(data) {}
   uint8_t* data() override { return data_; }
   size_t capacity() const override { return ring_->slot_bytes(); }
+  void BeforeWrite() override { ring_->Populate(slot_); }
   uint32_t slot() const { return slot_; }
   Home home() const override { return {ring_.get(), slot_}; }
 
