@@ -102,6 +102,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 import torch
 
 from . import sampling
+from ._pool import OutputPool
 from ._tensors import TensorBatch, to_tensors
 from .client import Client
 from .request import Position, StreamRequest, check_int
@@ -175,6 +176,9 @@ class Loader:
     `device` is where the tensors go (None: the CPU); transport 'cuda_ipc'
     needs a CUDA device.
     """
+
+    # The output pool, made when first needed.
+    _pool: Optional[OutputPool] = None
 
     def __init__(self, address: Union[str, Client], dataset: str,
                  pipeline: str, batch_size: int, seed: int = 0,
@@ -266,6 +270,18 @@ class Loader:
         ring, which is page-locked (asynchronous copies, no staging)."""
         return self._stream is not None and self._stream.pinned
 
+    @property
+    def output_pool(self) -> OutputPool:
+        """Where the copies out of shm slots go (see the module comment,
+        "Tensors"): its `free_blocks` and `free_bytes` are what it holds
+        now beyond the batches in use."""
+        if self._pool is None:
+            # The batch the trainer works on, the one being copied, and
+            # `hold` more that it may keep: a block comes back to a pool
+            # with room for it.
+            self._pool = OutputPool(keep=max(1, self._request.hold) + 2)
+        return self._pool
+
     def __len__(self) -> int:
         """Batches per epoch for this rank."""
         return self._steps_per_epoch()
@@ -300,7 +316,7 @@ class Loader:
             self._position = stream.position
             try:
                 yield to_tensors(batch, stream, self._device,
-                                 self._zero_copy)
+                                 self._zero_copy, self.output_pool)
             finally:
                 # Over shm with zero_copy the tensors view the batch's
                 # slot: it goes back to the daemon when the next batch is
@@ -490,8 +506,11 @@ class Loader:
             stream.close()
 
     def close(self) -> None:
-        """Closes the stream; the loader reopens one if iterated again."""
+        """Closes the stream and frees the output pool's free blocks; the
+        loader reopens a stream if iterated again."""
         self._close_stream()
+        if self._pool is not None:
+            self._pool.clear()
 
     def __enter__(self) -> "Loader":
         return self
