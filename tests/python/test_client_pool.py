@@ -218,3 +218,26 @@ def test_zero_copy_and_grpc_leave_the_pool_alone(client_daemon):
         assert len(list(batches(ld, 8))) == 8
         assert ld.output_pool.allocated == 0
         ld.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_cuda_loader_reuses_device_memory_and_takes_no_faults(big_daemon):
+    # Over shm to a GPU the tensors are copied from the page-locked ring
+    # (or, where it could not be page-locked, through torch's cache of
+    # pinned memory) into device memory from torch's caching allocator: no
+    # output pool, no fresh host memory a batch, and no new device segment
+    # once warm.
+    ld = loader(big_daemon, pipeline="big", batch_size=15, drop_last=True,
+                prefetch=2, device="cuda", transport="shm")
+    warm, measured = 4, 8
+    faults, segments = [], []
+    for batch in batches(ld, warm + measured):
+        assert batch["image"].device.type == "cuda"
+        torch.cuda.current_stream().synchronize()
+        faults.append(minor_faults())
+        segments.append(torch.cuda.memory_stats()["segment.all.allocated"])
+    ld.close()
+    pages = 15 * 3 * 448 * 448 * 4 // resource.getpagesize()
+    assert (faults[-1] - faults[warm - 1]) / measured < pages / 10
+    assert segments[-1] == segments[warm - 1], segments
+    assert ld.output_pool.allocated == 0
