@@ -31,6 +31,7 @@ any thread (a finalizer runs wherever the last reference is dropped, also
 inside take() itself), through a deque, whose append is atomic, and no lock.
 """
 import collections
+import math
 import weakref
 from typing import Any, Deque, Dict, Iterable, Tuple
 
@@ -58,9 +59,17 @@ class OutputPool:
         if keep < 0:
             raise ValueError(f"keep must be >= 0, got {keep}")
         self.keep = keep
-        # Free blocks, the most recently returned last. The deque's maxlen
-        # is the bound: appending to a full one drops its oldest block.
-        self._free: Deque[Block] = collections.deque(maxlen=keep)
+        # Free blocks, the most recently returned last, each with the offset
+        # of its first aligned byte. The deque's maxlen is the bound:
+        # appending to a full one drops its oldest block.
+        self._free: Deque[Tuple[Block, int]] = collections.deque(maxlen=keep)
+        # The blocks in use, by the id of a weak reference to what keeps
+        # each in use (see _lease): (the reference, generation, block,
+        # offset). The reference's callback returns the block. (By id: a
+        # weak reference hashes as its referent, a memoryview, which cannot
+        # be hashed.)
+        self._leased: Dict[int, Tuple["weakref.ref[Any]", int, Block,
+                                      int]] = {}
         # Blocks from before the last clear() are not taken back.
         self._generation = 0
         # Counters, for tests and bench/memory: blocks allocated and blocks
@@ -79,7 +88,7 @@ class OutputPool:
     @property
     def free_bytes(self) -> int:
         """Bytes of the blocks in the pool now."""
-        return sum(int(b.nbytes) for b in list(self._free))
+        return sum(int(b.nbytes) for b, _ in list(self._free))
 
     def clear(self) -> None:
         """Frees the free blocks; blocks in use are freed when they come
@@ -96,7 +105,7 @@ class OutputPool:
         spans = []
         size = 0
         for name, dtype, shape in layouts:
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            nbytes = math.prod(shape) * dtype.itemsize
             spans.append((name, dtype, shape, size, nbytes))
             size = _round_up(size + nbytes, ALIGN)
         lease = self._lease(size)
@@ -106,10 +115,7 @@ class OutputPool:
     def _lease(self, size: int) -> Block:
         """A uint8 array of `size` bytes over a block of the pool; the
         block comes back when the array and every view of it are gone."""
-        block = self._take(size)
-        # The array starts at an aligned address: the block's first bytes
-        # may be skipped.
-        skip = -block.ctypes.data % ALIGN
+        block, skip = self._take(size)
         # Made from the block's memoryview, the array (and every view of
         # it) is based on a memoryview that numpy makes for it, not on the
         # block, which the pool keeps: that memoryview lives exactly as long
@@ -119,30 +125,35 @@ class OutputPool:
                               offset=skip)
         owner = lease.base
         if owner is not None and owner is not block:
-            weakref.finalize(owner, self._give_back, self._generation,
-                             block).atexit = False
+            ref = weakref.ref(owner, self._give_back)
+            self._leased[id(ref)] = (ref, self._generation, block, skip)
         return lease
 
-    def _take(self, size: int) -> Block:
+    def _take(self, size: int) -> Tuple[Block, int]:
+        """A block of at least `size` bytes from its aligned offset, and
+        that offset."""
         free = self._free
         while True:
             try:
-                block = free.pop()
+                block, skip = free.pop()
             except IndexError:
                 break
-            if block.nbytes >= size + ALIGN:
+            if block.nbytes - skip >= size:
                 self.reused += 1
-                return block
+                return block, skip
             # Too small: batches vary in size. The block is freed.
             self._varies = True
         capacity = size + ALIGN
         if self._varies:
             capacity += capacity // 8
         self.allocated += 1
-        return np.empty(_round_up(capacity, _PAGE), dtype=np.uint8)
+        block = np.empty(_round_up(capacity, _PAGE), dtype=np.uint8)
+        return block, -block.ctypes.data % ALIGN
 
-    def _give_back(self, generation: int, block: Block) -> None:
-        """Returns `block` to the pool, unless the pool was cleared since it
-        was taken (a full deque drops its oldest block)."""
+    def _give_back(self, ref: "weakref.ref[Any]") -> None:
+        """Returns the block whose last view is gone to the pool, unless
+        the pool was cleared since it was taken (a full deque drops its
+        oldest block)."""
+        _, generation, block, skip = self._leased.pop(id(ref))
         if self._generation == generation:
-            self._free.append(block)
+            self._free.append((block, skip))
