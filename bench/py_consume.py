@@ -17,7 +17,8 @@ transport used, and minor_faults_per_batch: the process's minor page faults
 (getrusage ru_minflt) per batch over the second half of its batches, what
 a batch costs a long run once the output pool has its blocks and most ring
 slots have been read once (a slot's first read faults in its pages, 16 to
-a fault); null under two batches. A Loader also reports its output pool
+a fault); null under two batches; max_rss_kib, the process's peak resident
+set (ru_maxrss) by the end of the loop. A Loader also reports its output pool
 (stoker._pool) as the stream ends: blocks allocated and reused, and the
 free blocks it keeps. Closing the stream and letting go of the last batch
 come after the measured span, as in stoker_bench consume, and are reported
@@ -147,6 +148,7 @@ def main():
                     "free_bytes": out.free_bytes}
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     del batch, last
     if a.mode == "client":
         stream.close()
@@ -163,6 +165,7 @@ def main():
                "next_seconds_median": (sorted(next_seconds)[len(next_seconds) // 2]
                                        if next_seconds else 0.0),
                "minor_faults_per_batch": faults_per_batch(faults),
+               "max_rss_kib": max_rss_kib,
                "output_pool": pool}, sys.stdout)
     sys.stdout.write("\n")
 
