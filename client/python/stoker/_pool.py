@@ -10,8 +10,8 @@ about 12 us each in a virtual machine). A block from the pool is already
 resident: writing a batch into it costs the copy alone.
 
 How. A batch gets one block for all its arrays (each at a 64-byte aligned
-offset). The arrays are writable numpy views of a memoryview made for that
-batch alone, which every view derived from them keeps alive, numpy's and
+offset). The arrays are writable numpy views of a memoryview that numpy
+makes for that batch alone, which every view derived from them keeps alive, numpy's and
 torch's alike (torch.from_numpy keeps its array; a slice, view() or reshape
 of a tensor shares its storage). The block goes back to the pool when that
 memoryview is collected, that is when the last array, tensor or view over
@@ -19,16 +19,18 @@ the batch is gone, and never sooner: memory a consumer can still read is
 never written again.
 
 Bound. The pool keeps at most `keep` free blocks; a block that comes back
-to a full pool is freed (the oldest free block first). It never allocates
-ahead: it holds as many blocks as the consumer held batches at once, up to
-`keep`. A consumer that keeps every batch finds the pool empty each time
-and gets fresh memory, as without a pool; once it lets them go, `keep` of
-them stay and the rest are freed. clear() frees the free blocks, and blocks
-still in use are freed when they come back instead of being kept.
+to a full pool takes the place of the oldest free block, which is freed.
+It never allocates ahead: it holds as many blocks as the consumer held
+batches at once, up to `keep`. A consumer that keeps every batch finds the
+pool empty each time and gets fresh memory, as without a pool; once it lets
+them go, `keep` of them stay and the rest are freed. clear() frees the free
+blocks, and blocks still in use are freed when they come back instead of
+being kept.
 
-Thread-safety: take() is for one thread at a time; blocks come back from
-any thread (a finalizer runs wherever the last reference is dropped, also
-inside take() itself), through a deque, whose append is atomic, and no lock.
+Thread-safety: arrays() and clear() are for one thread at a time; blocks
+come back on any thread (a weak reference's callback runs wherever the last
+view is dropped or the garbage collector runs, also inside arrays() itself)
+through a dict's pop and a deque's append, which are atomic, and no lock.
 """
 import collections
 import math
