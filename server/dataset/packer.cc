@@ -429,6 +429,7 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("shards is ", o.shards));
   }
   if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
+  if (absl::Status s = CheckDestParent(dst); !s.ok()) return s;
   std::error_code ec;
   if (fs::is_directory(source, ec) && IsInside(dst, source)) {
     // A second pack would list the first one's files as a class.
@@ -513,6 +514,7 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
 
   // Replace DST (checked again: it may have appeared during the pack).
   if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
+  if (absl::Status s = (*temp)->RemoveMarker(); !s.ok()) return s;
   if (absl::Status s = Publish(tmp, dst); !s.ok()) return s;
   (*temp)->Keep();
   report.seconds =
