@@ -18,6 +18,7 @@
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/pack_dest.h"
 #include "server/dataset/record.h"
+#include "server/dataset/skip_summary.h"
 
 namespace stoker::dataset {
 namespace {
@@ -483,12 +484,11 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   absl::StatusOr<ScanResult> scan = ScanAll(*importer, *listing, o, threads);
   if (!scan.ok()) return scan.status();
   if (scan->good.empty()) {
-    // Say why, at least for the first: the report that lists them all
-    // never comes.
-    const SkippedFile& first = scan->skipped.front();
+    // Say why, by reason: the report that lists them all never comes.
     return absl::InvalidArgumentError(absl::StrCat(
         "nothing to pack: all ", scan->skipped.size(), " samples in ", source,
-        " were skipped; the first, ", first.path, ": ", first.reason));
+        " were skipped, for these reasons:\n",
+        SummarizeSkipped(scan->skipped)));
   }
   std::vector<FieldSpec> schema = CompleteSchema(listing->schema, *scan);
   absl::StatusOr<std::vector<ShardInfo>> shards =
