@@ -10,19 +10,35 @@
 namespace stoker::dataset {
 namespace {
 
-// `reason` with every run of digits as '#': the key reasons group by.
+// `reason` with every number as '#': the key reasons group by. A number is
+// a word (a run of letters, digits and '_') of hex digits with at least
+// one decimal digit, or a byte as two upper-case hex digits: "11", "0A",
+// "FF", but not "int32" or "cafe".
 std::string Shape(const std::string& reason) {
+  auto word_char = [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
   std::string out;
-  for (size_t i = 0; i < reason.size(); ++i) {
-    if (absl::ascii_isdigit(static_cast<unsigned char>(reason[i]))) {
-      while (i + 1 < reason.size() &&
-             absl::ascii_isdigit(static_cast<unsigned char>(reason[i + 1]))) {
-        ++i;
-      }
+  size_t i = 0;
+  while (i < reason.size()) {
+    if (!word_char(reason[i])) {
+      out += reason[i++];
+      continue;
+    }
+    size_t end = i;
+    bool digit = false, hex = true, upper = true;
+    for (; end < reason.size() && word_char(reason[end]); ++end) {
+      const auto c = static_cast<unsigned char>(reason[end]);
+      digit |= absl::ascii_isdigit(c) != 0;
+      hex &= absl::ascii_isxdigit(c) != 0;
+      upper &= absl::ascii_islower(c) == 0;
+    }
+    if (hex && (digit || (end - i == 2 && upper))) {
       out += '#';
     } else {
-      out += reason[i];
+      out.append(reason, i, end - i);
     }
+    i = end;
   }
   return out;
 }

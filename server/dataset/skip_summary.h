@@ -1,6 +1,7 @@
 // A short account of many bad samples: how many failed for each reason,
 // with a few of them named. Reasons that differ only in their numbers
-// ("truncated at byte 11", "... byte 97") count as one.
+// ("truncated at byte 11", "... byte 97"; "starts 78 0A", "starts FF 00")
+// count as one.
 //
 // Thread-safe: a pure function.
 #ifndef STOKER_SERVER_DATASET_SKIP_SUMMARY_H_

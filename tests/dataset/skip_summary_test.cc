@@ -23,6 +23,20 @@ TEST(SkipSummaryTest, CountsEachReasonAndNamesAFewOfEach) {
             "  1 x not a JPEG: a key 1");
 }
 
+TEST(SkipSummaryTest, HexBytesCountAsNumbersButNamesDoNot) {
+  std::vector<SkippedFile> skipped = {
+      {"a", "not JPEG (starts 78 0A)"},
+      {"b", "not JPEG (starts FF 00)"},
+      {"c", "not an int32"},
+      {"d", "not an int64"},
+  };
+  EXPECT_EQ(SummarizeSkipped(skipped),
+            "  2 x not JPEG (starts # #): a (not JPEG (starts 78 0A)), b (not "
+            "JPEG (starts FF 00))\n"
+            "  1 x not an int32: c\n"
+            "  1 x not an int64: d");
+}
+
 TEST(SkipSummaryTest, CountsTheReasonsBeyondTheLimitOnOneLine) {
   std::vector<SkippedFile> skipped = {
       {"x", "one"}, {"y", "two"}, {"z", "three"}, {"w", "three"}};
