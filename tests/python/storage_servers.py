@@ -230,6 +230,8 @@ class FaultProxy:
 
     def __init__(self, upstream_port, secret=None):
         self.faults = Faults()
+        # Called with the reason when a signature is refused.
+        self.on_refused = None
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -273,6 +275,8 @@ class FaultProxy:
         if secret is not None:
             why = sigv4_error(h.command, path, headers, secret)
             if why is not None:
+                if self.on_refused:
+                    self.on_refused(why)
                 return self.reply(h, 403, (
                     "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch"
                     f"</Code><Message>{why}</Message></Error>").encode())
