@@ -32,9 +32,9 @@ std::string Bytes(uint64_t bytes) {
 std::string Duration(double seconds) {
   if (seconds < 0 || seconds > 360000) return "--:--";
   const int64_t s = static_cast<int64_t>(seconds + 0.5);
-  return s >= 3600 ? absl::StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60,
-                                     s % 60)
-                   : absl::StrFormat("%d:%02d", s / 60, s % 60);
+  return s >= 3600
+             ? absl::StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60)
+             : absl::StrFormat("%d:%02d", s / 60, s % 60);
 }
 
 // Shows transfer progress on stderr: a bar redrawn in place (at most 10
@@ -62,8 +62,7 @@ class TransferBar {
         std::chrono::duration<double>(now - last_draw_).count();
     if (!final && since_draw < (tty_ ? 0.1 : interval_)) return;
     last_draw_ = now;
-    const double seconds =
-        std::chrono::duration<double>(now - start_).count();
+    const double seconds = std::chrono::duration<double>(now - start_).count();
     const uint64_t moved = p.bytes_done - std::min(p.bytes_done, first_done_);
     const double rate = seconds > 0 ? moved / seconds : 0;
     const double left = static_cast<double>(p.bytes_total - p.bytes_done);
@@ -77,7 +76,8 @@ class TransferBar {
       bar = absl::StrCat("[", std::string(filled, '#'),
                          std::string(24 - filled, '.'), "] ");
     }
-    std::fprintf(stderr, "%s%s %s%5.1f%%  %s / %s  files %llu/%llu  %s/s  "
+    std::fprintf(stderr,
+                 "%s%s %s%5.1f%%  %s / %s  files %llu/%llu  %s/s  "
                  "ETA %s%s",
                  tty_ ? "\r" : "", verb_, bar.c_str(), 100 * fraction,
                  Bytes(p.bytes_done).c_str(), Bytes(p.bytes_total).c_str(),
@@ -123,9 +123,9 @@ void Fail(const char* command, const absl::Status& s) {
 uint64_t Size(const char* command, const char* flag, const std::string& text) {
   absl::StatusOr<uint64_t> v = config::ParseByteSize(text);
   if (!v.ok() || *v == 0) {
-    std::fprintf(stderr, "stoker %s: %s: %s\n", command, flag,
-                 v.ok() ? "must be above 0"
-                        : std::string(v.status().message()).c_str());
+    std::fprintf(
+        stderr, "stoker %s: %s: %s\n", command, flag,
+        v.ok() ? "must be above 0" : std::string(v.status().message()).c_str());
     throw CLI::RuntimeError(2);
   }
   return *v;
@@ -170,7 +170,8 @@ void Run(const char* command, const Flags& f) {
     std::fprintf(stderr, "stoker %s: %s\n", command, line.c_str());
   };
   absl::StatusOr<storage::TransferReport> r =
-      pull ? storage::Pull(*remote, f.to, o) : storage::Push(f.from, *remote, o);
+      pull ? storage::Pull(*remote, f.to, o)
+           : storage::Push(f.from, *remote, o);
   if (!r.ok()) Fail(command, r.status());
   if (!f.quiet && last.files_total > 0) bar.Update(last, /*final=*/true);
   std::printf("%s %s: %llu files, %s moved in %.1f s (%llu already there)\n",
@@ -224,8 +225,8 @@ void AddTransferCommands(CLI::App& app) {
       "record for packs without digests) before it is published, the "
       "manifest written last; an interrupted pull resumes without "
       "fetching the shards it finished");
-  p->add_option("SOURCE", pull->from, std::string("Where the dataset is: ") +
-                                          kWhere)
+  p->add_option("SOURCE", pull->from,
+                std::string("Where the dataset is: ") + kWhere)
       ->required();
   p->add_option("DEST", pull->to,
                 "The local folder to copy it into (created; locked while a "

@@ -106,8 +106,7 @@ absl::StatusOr<ShardIndex> ParseShardIndex(std::string_view bytes,
                                            std::string_view name) {
   const absl::string_view named(name.data(), name.size());
   auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(
-        absl::StrCat("record index ", named, ": ", why));
+    return absl::DataLossError(absl::StrCat("record index ", named, ": ", why));
   };
   if (bytes.size() < kHeaderBytes + 8 ||
       bytes.substr(0, kMagicBytes) != std::string_view(kIndexMagic)) {
@@ -174,10 +173,9 @@ absl::Status WriteShardIndexAndDigests(const std::string& dir,
     }
   }
   if (index.records.size() != shard->num_samples) {
-    return absl::DataLossError(absl::StrCat(path, ": holds ",
-                                            index.records.size(),
-                                            " records, expected ",
-                                            shard->num_samples));
+    return absl::DataLossError(
+        absl::StrCat(path, ": holds ", index.records.size(),
+                     " records, expected ", shard->num_samples));
   }
   absl::StatusOr<std::string> digest = FileDigest(path);
   if (!digest.ok()) return digest.status();
@@ -194,8 +192,8 @@ absl::Status WriteShardIndexAndDigests(const std::string& dir,
   return absl::OkStatus();
 }
 
-absl::Status IndexShards(const std::string& dir,
-                         std::vector<ShardInfo>* shards, int threads) {
+absl::Status IndexShards(const std::string& dir, std::vector<ShardInfo>* shards,
+                         int threads) {
   std::vector<absl::Status> done(shards->size());
   ParallelFor(threads, shards->size(), [&](uint64_t s) {
     done[s] = WriteShardIndexAndDigests(dir, &(*shards)[s]);
@@ -213,9 +211,8 @@ absl::Status CheckShardDigests(const std::string& dir, const ShardInfo& shard) {
     absl::StatusOr<std::string> got = FileDigest(absl::StrCat(dir, "/", file));
     if (!got.ok()) return absl::DataLossError(got.status().message());
     if (*got != expected) {
-      return absl::DataLossError(absl::StrCat(file, ": digest is ", *got,
-                                              ", the manifest says ",
-                                              expected));
+      return absl::DataLossError(absl::StrCat(
+          file, ": digest is ", *got, ", the manifest says ", expected));
     }
     return absl::OkStatus();
   };

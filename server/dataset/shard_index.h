@@ -95,8 +95,8 @@ absl::Status WriteShardIndexAndDigests(const std::string& dir,
 
 // WriteShardIndexAndDigests for every shard, `threads` at a time; the first
 // error (in shard order) if any fails.
-absl::Status IndexShards(const std::string& dir,
-                         std::vector<ShardInfo>* shards, int threads);
+absl::Status IndexShards(const std::string& dir, std::vector<ShardInfo>* shards,
+                         int threads);
 
 // Checks the digests of one shard (and of its index) that the manifest
 // records; OK when it records none. DataLoss naming the file otherwise.

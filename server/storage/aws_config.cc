@@ -57,8 +57,9 @@ absl::StatusOr<Credentials> ParseCredentialsFile(std::string_view text_in,
     }
     const size_t eq = line.find('=');
     if (eq == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ":", line_no, ": expected key = value, [profile] or a comment"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line_no,
+                       ": expected key = value, [profile] or a comment"));
     }
     if (!in_profile) continue;
     const std::string key =
@@ -73,9 +74,9 @@ absl::StatusOr<Credentials> ParseCredentialsFile(std::string_view text_in,
         absl::StrCat("profile '", profile, "' is not in ", path));
   }
   if (c.access_key_id.empty() || c.secret_access_key.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "profile '", profile, "' in ", path,
-        " lacks aws_access_key_id or aws_secret_access_key"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("profile '", profile, "' in ", path,
+                     " lacks aws_access_key_id or aws_secret_access_key"));
   }
   return c;
 }
@@ -114,11 +115,11 @@ absl::StatusOr<Credentials> CredentialsSource::Load() const {
   std::string text;
   if (absl::Status s = dataset::ReadFileToString(path, &text); !s.ok()) {
     if (!named && absl::IsNotFound(s)) return Credentials{};
-    return absl::Status(s.code(),
-                        absl::StrCat("credentials file ", path, ": ",
-                                     s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("credentials file ", path, ": ", s.message()));
   }
-  absl::StatusOr<Credentials> parsed = ParseCredentialsFile(text, profile, path);
+  absl::StatusOr<Credentials> parsed =
+      ParseCredentialsFile(text, profile, path);
   if (!parsed.ok() && absl::IsNotFound(parsed.status()) && !named) {
     return Credentials{};
   }

@@ -50,7 +50,7 @@ size_t OnData(char* data, size_t size, size_t n, void* arg) {
     return bytes;
   }
   const HttpRequest& r = *t.request;
-  if (r.range_length > 0 && status != 206 && r.range_offset > 0) {
+  if (status != 206 && r.range_offset > 0) {
     t.range_ignored = true;
     return 0;  // Aborts the transfer.
   }
@@ -146,22 +146,38 @@ std::string ErrorDetail(const std::string& body) {
 
 const char* HttpReason(long status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 416: return "Range Not Satisfiable";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 412:
+      return "Precondition Failed";
+    case 416:
+      return "Range Not Satisfiable";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "";
   }
 }
 
@@ -213,11 +229,11 @@ absl::StatusOr<HttpResponse> HttpClient::Attempt(const HttpRequest& r,
   if (r.sign.has_value() && !r.sign->credentials.empty()) {
     // libcurl takes the payload hash from this header (UNSIGNED-PAYLOAD:
     // the body is streamed, and each shard is checked by digest anyway).
-    headers = curl_slist_append(headers,
-                                "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    headers =
+        curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!r.sign->credentials.session_token.empty()) {
-      const std::string token = absl::StrCat(
-          "x-amz-security-token: ", r.sign->credentials.session_token);
+      const std::string token = absl::StrCat("x-amz-security-token: ",
+                                             r.sign->credentials.session_token);
       headers = curl_slist_append(headers, token.c_str());
     }
     sigv4 = absl::StrCat("aws:amz:", r.sign->region, ":", r.sign->service);
@@ -229,10 +245,12 @@ absl::StatusOr<HttpResponse> HttpClient::Attempt(const HttpRequest& r,
   }
   std::string range;
   if (r.range_length > 0) {
-    range = absl::StrCat(r.range_offset, "-",
-                         r.range_offset + r.range_length - 1);
-    curl_easy_setopt(curl, CURLOPT_RANGE, range.c_str());
+    range =
+        absl::StrCat(r.range_offset, "-", r.range_offset + r.range_length - 1);
+  } else if (r.range_offset > 0) {
+    range = absl::StrCat(r.range_offset, "-");  // To the end.
   }
+  if (!range.empty()) curl_easy_setopt(curl, CURLOPT_RANGE, range.c_str());
   curl_easy_setopt(curl, CURLOPT_URL, r.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
@@ -241,26 +259,24 @@ absl::StatusOr<HttpResponse> HttpClient::Attempt(const HttpRequest& r,
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(
-                       absl::ToInt64Milliseconds(options_.connect_timeout)));
+  curl_easy_setopt(
+      curl, CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
                    static_cast<long>(std::max<int64_t>(
                        1, absl::ToInt64Seconds(options_.stall_timeout))));
-  const bool has_body =
-      r.body_fd >= 0 || !r.body.empty() || r.method == "PUT" ||
-      r.method == "POST";
+  const bool has_body = r.body_fd >= 0 || !r.body.empty() ||
+                        r.method == "PUT" || r.method == "POST";
   if (r.method == "HEAD") {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   } else if (has_body) {
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, OnRead);
     curl_easy_setopt(curl, CURLOPT_READDATA, &t);
-    curl_easy_setopt(
-        curl, CURLOPT_INFILESIZE_LARGE,
-        static_cast<curl_off_t>(r.body_fd >= 0 ? r.body_length
-                                               : r.body.size()));
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE,
+                     static_cast<curl_off_t>(r.body_fd >= 0 ? r.body_length
+                                                            : r.body.size()));
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r.method.c_str());
   } else if (r.method != "GET") {
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r.method.c_str());
@@ -276,9 +292,9 @@ absl::StatusOr<HttpResponse> HttpClient::Attempt(const HttpRequest& r,
                         absl::StrCat(what, ": ", t.sink_error.message()));
   }
   if (t.range_ignored) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the server ignored the Range header (HTTP ",
-        t.response.status, " instead of 206)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the server ignored the Range header (HTTP ",
+                     t.response.status, " instead of 206)"));
   }
   if (code != CURLE_OK) {
     *retryable = IsRetryableCurlCode(code);
@@ -288,9 +304,9 @@ absl::StatusOr<HttpResponse> HttpClient::Attempt(const HttpRequest& r,
   if (r.range_length > 0 && t.response.status == 206 &&
       t.received != r.range_length) {
     *retryable = true;
-    return absl::UnavailableError(absl::StrCat(
-        what, ": got ", t.received, " bytes of the ", r.range_length,
-        " asked for"));
+    return absl::UnavailableError(absl::StrCat(what, ": got ", t.received,
+                                               " bytes of the ", r.range_length,
+                                               " asked for"));
   }
   if (t.response.body.empty()) t.response.body = std::move(t.error_body);
   return std::move(t.response);
@@ -323,9 +339,9 @@ absl::StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& r,
     }
     if (!retryable || attempt >= attempts) break;
     if (r.on_retry) r.on_retry(last);
-    absl::SleepFor(RetryWait(options_.retry, attempt,
-                             std::uniform_real_distribution<double>(
-                                 0.0, 1.0)(rng)));
+    absl::SleepFor(
+        RetryWait(options_.retry, attempt,
+                  std::uniform_real_distribution<double>(0.0, 1.0)(rng)));
   }
   if (attempt > 1) {
     return absl::Status(last.code(), absl::StrCat(last.message(), " (after ",

@@ -41,7 +41,8 @@ struct HttpRequest {
   std::string method = "GET";
   std::string url;  // Path and query already encoded.
   std::vector<std::string> headers;
-  // Bytes [offset, offset + length) of the resource; length 0: all.
+  // Bytes [offset, offset + length) of the resource; length 0: from offset
+  // to the end.
   uint64_t range_offset = 0;
   uint64_t range_length = 0;
   // The body: `body`, or `body_length` bytes of `body_fd` from

@@ -41,9 +41,10 @@ class HttpStore : public Store {
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> List() override {
-    return absl::UnimplementedError(absl::StrCat(
-        location_.Display(), ": an HTTP server has no listing; read the "
-        "dataset's manifest.json instead"));
+    return absl::UnimplementedError(
+        absl::StrCat(location_.Display(),
+                     ": an HTTP server has no listing; read the "
+                     "dataset's manifest.json instead"));
   }
 
   absl::Status ReadToFile(const std::string& name, uint64_t offset,

@@ -39,8 +39,8 @@ class LocalStore : public Store {
       out.push_back({e.path().filename().string(), e.file_size(ec)});
     }
     if (ec) {
-      return absl::ErrnoToStatus(ec.value(), absl::StrCat("cannot list ",
-                                                          location_.base));
+      return absl::ErrnoToStatus(ec.value(),
+                                 absl::StrCat("cannot list ", location_.base));
     }
     return out;
   }
@@ -48,29 +48,30 @@ class LocalStore : public Store {
   absl::Status ReadToFile(const std::string& name, uint64_t offset,
                           uint64_t length, int fd, uint64_t fd_offset,
                           const ByteCounter& counter) override {
-    return Copy(name, offset, length, [&](const char* data, size_t n,
-                                          uint64_t at) -> absl::Status {
-      size_t done = 0;
-      while (done < n) {
-        const ssize_t w =
-            ::pwrite(fd, data + done, n - done, fd_offset + at + done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return absl::ErrnoToStatus(errno, "cannot write");
-        done += static_cast<size_t>(w);
-      }
-      if (counter) counter(n);
-      return absl::OkStatus();
-    });
+    return Copy(name, offset, length,
+                [&](const char* data, size_t n, uint64_t at) -> absl::Status {
+                  size_t done = 0;
+                  while (done < n) {
+                    const ssize_t w = ::pwrite(fd, data + done, n - done,
+                                               fd_offset + at + done);
+                    if (w < 0 && errno == EINTR) continue;
+                    if (w < 0)
+                      return absl::ErrnoToStatus(errno, "cannot write");
+                    done += static_cast<size_t>(w);
+                  }
+                  if (counter) counter(n);
+                  return absl::OkStatus();
+                });
   }
 
   absl::StatusOr<std::string> Read(const std::string& name, uint64_t offset,
                                    uint64_t length) override {
     std::string out;
-    absl::Status s = Copy(name, offset, length,
-                          [&](const char* data, size_t n, uint64_t) {
-                            out.append(data, n);
-                            return absl::OkStatus();
-                          });
+    absl::Status s =
+        Copy(name, offset, length, [&](const char* data, size_t n, uint64_t) {
+          out.append(data, n);
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     return out;
   }
@@ -90,8 +91,8 @@ class LocalStore : public Store {
     const std::string tmp = absl::StrCat(path, ".part-", ::getpid());
     std::error_code ec;
     fs::create_directories(location_.base, ec);
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                          0644);
+    const int fd =
+        ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
       return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", tmp));
     }
@@ -144,14 +145,14 @@ class LocalStore : public Store {
     uint64_t done = 0;
     absl::Status s;
     while (done < length && s.ok()) {
-      const ssize_t n = ::pread(fd, buf.data(),
-                                std::min<uint64_t>(buf.size(), length - done),
-                                offset + done);
+      const ssize_t n =
+          ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), length - done),
+                  offset + done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        s = n < 0 ? absl::ErrnoToStatus(errno, absl::StrCat("cannot read ",
-                                                            path))
-                  : absl::DataLossError(absl::StrCat(path, ": shrank"));
+        s = n < 0
+                ? absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path))
+                : absl::DataLossError(absl::StrCat(path, ": shrank"));
         break;
       }
       s = sink(buf.data(), static_cast<size_t>(n), done);

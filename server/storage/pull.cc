@@ -43,9 +43,9 @@ class DestLock {
       char buf[32] = {};
       const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
       ::close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another pull (pid ", n > 0 ? buf : "unknown",
-          ") is writing ", dest, "; wait for it or stop it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("another pull (pid ", n > 0 ? buf : "unknown",
+                       ") is writing ", dest, "; wait for it or stop it"));
     }
     const std::string pid = absl::StrCat(::getpid());
     if (::ftruncate(fd, 0) != 0 ||
@@ -101,7 +101,7 @@ class Puller {
       f->chunks_left = n;
     }
     dataset::ParallelFor(std::max(1, options_.parallel), chunks.size(),
-                [&](uint64_t i) { RunChunk(chunks[i]); });
+                         [&](uint64_t i) { RunChunk(chunks[i]); });
     absl::MutexLock lock(&mu_);
     return first_error_;
   }
@@ -174,9 +174,8 @@ class Puller {
       absl::StatusOr<std::string> got = dataset::FileDigest(PartPath(f));
       if (!got.ok()) return got.status();
       if (*got == f.digest) return absl::OkStatus();
-      return absl::DataLossError(absl::StrCat("digest is ", *got,
-                                              ", the manifest says ",
-                                              f.digest));
+      return absl::DataLossError(
+          absl::StrCat("digest is ", *got, ", the manifest says ", f.digest));
     }
     ShardInfo copy = *f.shard;
     copy.file = absl::StrCat(f.name, ".part");
@@ -287,6 +286,13 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
   absl::StatusOr<Manifest> manifest = dataset::ParseManifest(
       *text, absl::StrCat(source.Display(), "/", kManifestFile));
   if (!manifest.ok()) return manifest.status();
+  for (const auto& f : FilesOf(*manifest)) {
+    if (f->name == kManifestFile || f->name == kPullStateDir) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.Display(), "/", kManifestFile, ": a shard or index named '",
+          f->name, "' would overwrite what pull keeps in DEST"));
+    }
+  }
   TransferReport report;
   report.manifest = *manifest;
 
@@ -307,9 +313,9 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
   if (dataset::ReadFileToString(state_manifest, &pulling).ok() &&
       pulling != *text) {
     if (options.notice) {
-      options.notice(absl::StrCat(
-          source.Display(), " changed since the interrupted pull into ", dest,
-          ": starting over"));
+      options.notice(absl::StrCat(source.Display(),
+                                  " changed since the interrupted pull into ",
+                                  dest, ": starting over"));
     }
     ForgetOtherPull(dest, state, pulling);
   }
@@ -349,17 +355,16 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
     return absl::Status(s.code(), absl::StrCat(tmp, ": ", s.message()));
   }
   if (::rename(tmp.c_str(), dest_manifest.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("cannot rename ", tmp, " to ",
-                                            dest_manifest));
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("cannot rename ", tmp, " to ", dest_manifest));
   }
   if (absl::Status s = dataset::SyncDir(dest); !s.ok()) return s;
   fs::remove_all(state, ec);
   report.bytes_moved = meter.moved();
   report.files_moved = todo.size();
-  report.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return report;
 }
 

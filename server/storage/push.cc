@@ -20,9 +20,8 @@ absl::StatusOr<TransferReport> Push(const std::string& dir, Store& dest,
   std::string text;
   if (absl::Status s = dataset::ReadFileToString(manifest_path, &text);
       !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat(manifest_path, ": ", s.message(),
-                                     " (not a dataset)"));
+    return absl::Status(s.code(), absl::StrCat(manifest_path, ": ", s.message(),
+                                               " (not a dataset)"));
   }
   absl::StatusOr<dataset::Manifest> manifest =
       dataset::ParseManifest(text, manifest_path);
@@ -35,7 +34,8 @@ absl::StatusOr<TransferReport> Push(const std::string& dir, Store& dest,
     if (!theirs.ok()) return theirs.status();
     if (*theirs != text && !options.force) {
       return absl::FailedPreconditionError(absl::StrCat(
-          dest.Display(), " holds another dataset; pass --force to replace "
+          dest.Display(),
+          " holds another dataset; pass --force to replace "
           "it (readers of the old one may fail while it is replaced)"));
     }
   } else if (!absl::IsNotFound(there.status())) {
@@ -84,9 +84,9 @@ absl::StatusOr<TransferReport> Push(const std::string& dir, Store& dest,
   report.manifest = *std::move(manifest);
   report.bytes_moved = meter.moved();
   report.files_moved = files.size();
-  report.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return report;
 }
 

@@ -24,8 +24,7 @@ bool IsRetryableStatus(long http_status);
 // The wait before attempt `attempt` + 1 (attempt counts from 1), for a
 // `jitter` in [0, 1): min(max_wait, first_wait * 2^(attempt-1)) scaled to
 // [1/2, 1).
-absl::Duration RetryWait(const RetryPolicy& policy, int attempt,
-                         double jitter);
+absl::Duration RetryWait(const RetryPolicy& policy, int attempt, double jitter);
 
 }  // namespace stoker::storage
 

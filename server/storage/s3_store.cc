@@ -31,9 +31,9 @@ bool MayBeStaleCredentials(const absl::Status& s) {
   if (!absl::IsPermissionDenied(s) && !absl::IsFailedPrecondition(s)) {
     return false;
   }
-  for (const char* code : {"ExpiredToken", "RequestExpired",
-                           "TokenRefreshRequired", "InvalidToken",
-                           "InvalidAccessKeyId", "SignatureDoesNotMatch"}) {
+  for (const char* code :
+       {"ExpiredToken", "RequestExpired", "TokenRefreshRequired",
+        "InvalidToken", "InvalidAccessKeyId", "SignatureDoesNotMatch"}) {
     if (absl::StrContains(s.message(), code)) return true;
   }
   return false;
@@ -55,8 +55,8 @@ class S3Store : public Store {
     absl::StatusOr<HttpResponse> got = Send(r, 404);
     if (!got.ok()) return got.status();
     if (got->status == 404) {
-      return absl::NotFoundError(absl::StrCat(
-          "HEAD ", ObjectUrl(name), ": HTTP 404 (no such object)"));
+      return absl::NotFoundError(absl::StrCat("HEAD ", ObjectUrl(name),
+                                              ": HTTP 404 (no such object)"));
     }
     uint64_t size = 0;
     auto it = got->headers.find("content-length");
@@ -76,8 +76,8 @@ class S3Store : public Store {
       // Keys in canonical (sorted) order.
       std::string query;
       if (!token.empty()) {
-        query = absl::StrCat("continuation-token=",
-                             UriEncode(token, false), "&");
+        query =
+            absl::StrCat("continuation-token=", UriEncode(token, false), "&");
       }
       absl::StrAppend(&query, "delimiter=%2F&list-type=2&prefix=",
                       UriEncode(prefix, false));
@@ -156,8 +156,8 @@ class S3Store : public Store {
       return absl::StrCat(settings_.endpoint, "/",
                           UriEncode(location_.bucket, false));
     }
-    return absl::StrCat("https://", location_.bucket, ".s3.",
-                        settings_.region, ".amazonaws.com");
+    return absl::StrCat("https://", location_.bucket, ".s3.", settings_.region,
+                        ".amazonaws.com");
   }
 
   std::string ObjectUrl(const std::string& name) const {
@@ -244,9 +244,8 @@ class S3Store : public Store {
     }
     std::string xml = "<CompleteMultipartUpload>";
     for (uint64_t p = 0; p < parts; ++p) {
-      absl::StrAppend(&xml, "<Part><PartNumber>", p + 1,
-                      "</PartNumber><ETag>", XmlEscape(etags[p]),
-                      "</ETag></Part>");
+      absl::StrAppend(&xml, "<Part><PartNumber>", p + 1, "</PartNumber><ETag>",
+                      XmlEscape(etags[p]), "</ETag></Part>");
     }
     xml += "</CompleteMultipartUpload>";
     HttpRequest done = Request("POST", absl::StrCat(url, "?", upload));
@@ -255,9 +254,9 @@ class S3Store : public Store {
     if (!completed.ok()) return completed.status();
     // S3 may answer 200 with an error in the body.
     if (absl::StrContains(completed->body, "<Error>")) {
-      return absl::UnavailableError(absl::StrCat(
-          "POST ", url, " (complete upload): ",
-          XmlText(completed->body, "Code").value_or("error")));
+      return absl::UnavailableError(
+          absl::StrCat("POST ", url, " (complete upload): ",
+                       XmlText(completed->body, "Code").value_or("error")));
     }
     return absl::OkStatus();
   }

@@ -48,12 +48,12 @@ class Store {
   virtual absl::StatusOr<std::vector<ObjectInfo>> List() = 0;
 
   // Bytes [offset, offset + length) of `name` into `fd` at `fd_offset`
-  // (pwrite; a retry writes them again). length 0: the whole file.
+  // (pwrite; a retry writes them again). length 0: to the end of the file.
   virtual absl::Status ReadToFile(const std::string& name, uint64_t offset,
                                   uint64_t length, int fd, uint64_t fd_offset,
                                   const ByteCounter& counter) = 0;
 
-  // Bytes [offset, offset + length) of `name`; length 0: the whole file.
+  // Bytes [offset, offset + length) of `name`; length 0: to the end.
   virtual absl::StatusOr<std::string> Read(const std::string& name,
                                            uint64_t offset,
                                            uint64_t length) = 0;

@@ -51,9 +51,9 @@ struct TransferProgress {
 };
 
 struct TransferOptions {
-  int parallel = 8;                         // Requests in flight.
+  int parallel = 8;                           // Requests in flight.
   uint64_t chunk_bytes = uint64_t{16} << 20;  // Bytes per ranged GET.
-  bool force = false;                       // Push: replace another dataset.
+  bool force = false;                         // Push: replace another dataset.
   // Called from the transferring threads, one call at a time, as bytes
   // move. May be empty.
   std::function<void(const TransferProgress&)> progress;
@@ -63,7 +63,7 @@ struct TransferOptions {
 
 struct TransferReport {
   dataset::Manifest manifest;
-  uint64_t bytes_moved = 0;   // By this call.
+  uint64_t bytes_moved = 0;  // By this call.
   uint64_t files_moved = 0;
   uint64_t files_reused = 0;  // Pull: published by an earlier, killed pull.
   double seconds = 0;

@@ -25,7 +25,9 @@ std::string Location::Key(std::string_view name) const {
     case Kind::kS3:
       return prefix.empty() ? std::string(n) : absl::StrCat(prefix, "/", n);
     case Kind::kHttp:
-      return absl::StrCat(base, "/", UriEncode(std::string_view(n.data(), n.size()), /*keep_slash=*/true));
+      return absl::StrCat(
+          base, "/",
+          UriEncode(std::string_view(n.data(), n.size()), /*keep_slash=*/true));
     case Kind::kLocal:
       break;
   }
@@ -49,8 +51,7 @@ absl::StatusOr<Location> ParseLocation(std::string_view text_in) {
     while (loc.base.size() > 1 && loc.base.back() == '/') loc.base.pop_back();
     return loc;
   }
-  const std::string scheme =
-      absl::AsciiStrToLower(text.substr(0, scheme_end));
+  const std::string scheme = absl::AsciiStrToLower(text.substr(0, scheme_end));
   absl::string_view rest = text.substr(scheme_end + 3);
   const size_t host_end = rest.find('/');
   const absl::string_view host = rest.substr(0, host_end);
@@ -61,9 +62,9 @@ absl::StatusOr<Location> ParseLocation(std::string_view text_in) {
         "environment or a credentials file"));
   }
   if (rest.find_first_of("?#") != absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("location ", RedactUrl(std::string_view(text.data(), text.size())),
-                     ": a query or fragment is refused"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "location ", RedactUrl(std::string_view(text.data(), text.size())),
+        ": a query or fragment is refused"));
   }
   if (scheme == "s3") {
     if (host.empty()) {
@@ -87,9 +88,10 @@ absl::StatusOr<Location> ParseLocation(std::string_view text_in) {
     while (absl::EndsWith(loc.base, "/")) loc.base.pop_back();
     return loc;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("location ", RedactUrl(std::string_view(text.data(), text.size())), ": scheme '", scheme,
-                   "' is not one of s3, http, https (or a local path)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "location ", RedactUrl(std::string_view(text.data(), text.size())),
+      ": scheme '", scheme,
+      "' is not one of s3, http, https (or a local path)"));
 }
 
 std::string UriEncode(std::string_view s, bool keep_slash) {
@@ -119,10 +121,9 @@ std::string RedactUrl(std::string_view url_in) {
                                  : path_start - host_start);
   const size_t at = authority.rfind('@');
   if (at == absl::string_view::npos) return std::string(url);
-  return absl::StrCat(url.substr(0, host_start), authority.substr(at + 1),
-                      path_start == absl::string_view::npos
-                          ? ""
-                          : url.substr(path_start));
+  return absl::StrCat(
+      url.substr(0, host_start), authority.substr(at + 1),
+      path_start == absl::string_view::npos ? "" : url.substr(path_start));
 }
 
 }  // namespace stoker::storage

@@ -38,7 +38,8 @@ uint64_t ExpectRangesReadTheRecords(const std::string& dir,
                                     const ShardInfo& shard) {
   std::string file, index_bytes;
   EXPECT_TRUE(ReadFileToString(dir + "/" + shard.file, &file).ok());
-  EXPECT_TRUE(ReadFileToString(dir + "/" + shard.index_file, &index_bytes).ok());
+  EXPECT_TRUE(
+      ReadFileToString(dir + "/" + shard.index_file, &index_bytes).ok());
   EXPECT_EQ(index_bytes.size(), shard.index_bytes);
   EXPECT_EQ(BytesDigest(index_bytes), shard.index_digest);
   absl::StatusOr<ShardIndex> index = ParseShardIndex(index_bytes, "idx");
@@ -112,8 +113,7 @@ TEST(ShardIndexTest, ParseRefusesADamagedIndex) {
 
 TEST(ShardIndexTest, DigestsAreXxh3Of128BitsInHex) {
   // XXH3-128 of the empty input, high half first.
-  EXPECT_EQ(BytesDigest(""),
-            "xxh3-128:99aa06d3014798d86001c324468d497f");
+  EXPECT_EQ(BytesDigest(""), "xxh3-128:99aa06d3014798d86001c324468d497f");
   EXPECT_EQ(IndexFileName("shard-00003.lmdb"), "shard-00003.idx");
 }
 
@@ -132,8 +132,8 @@ TEST(ShardIndexTest, VerifyReportsAShardOrIndexWhoseDigestDiffers) {
   ASSERT_TRUE(testing::CorruptRecordOnDisk(*dir, 1).ok());
   absl::StatusOr<VerifyReport> report = Verify(*dir, nullptr, nullptr);
   ASSERT_TRUE(report.ok()) << report.status();
-  ASSERT_EQ(report->errors.size(), 3u) << ::testing::PrintToString(
-      report->errors);
+  ASSERT_EQ(report->errors.size(), 3u)
+      << ::testing::PrintToString(report->errors);
   EXPECT_THAT(report->errors[0],
               HasSubstr("shard-00000.lmdb: digest is xxh3-128:"));
   EXPECT_THAT(report->errors[0], HasSubstr(", the manifest says xxh3-128:"));

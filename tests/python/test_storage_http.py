@@ -197,3 +197,17 @@ def test_two_pulls_never_write_one_dest(tmp_path, served):
         proxy.stop()
     assert second.returncode == 1
     assert f"another pull (pid {first.pid}) is writing {dest}" in second.stderr
+
+
+def test_a_stalled_answer_is_cut_and_retried_then_reported(tmp_path, served):
+    server, _ = served
+    proxy = FaultProxy(server.port).start()
+    proxy.faults.latency = 3.0
+    try:
+        r = run([STOKER, "pull", f"{proxy.url}/d/train", tmp_path / "dest",
+                 "--stall-timeout", "1", "--retries", "1"], check=False)
+    finally:
+        proxy.stop()
+    assert r.returncode == 1
+    assert f"GET {proxy.url}/d/train/manifest.json: " in r.stderr
+    assert "(after 2 attempts)" in r.stderr

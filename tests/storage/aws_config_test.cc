@@ -88,9 +88,9 @@ TEST(CredentialsSourceTest, ReloadReadsARotatedFile) {
   CredentialsSource source(Env({{"AWS_SHARED_CREDENTIALS_FILE", file}}));
   EXPECT_EQ(source.Get()->access_key_id, "AKDEFAULT");
   EXPECT_EQ(*source.Reload(), false);
-  ASSERT_TRUE(testing::WriteTestFile(
-                  file, "[default]\naws_access_key_id=AKNEW\n"
-                        "aws_secret_access_key=new\n")
+  ASSERT_TRUE(testing::WriteTestFile(file,
+                                     "[default]\naws_access_key_id=AKNEW\n"
+                                     "aws_secret_access_key=new\n")
                   .ok());
   EXPECT_EQ(source.Get()->access_key_id, "AKDEFAULT");  // Until reloaded.
   EXPECT_EQ(*source.Reload(), true);
@@ -106,9 +106,11 @@ TEST(S3SettingsTest, RegionAndEndpointFollowTheAwsVariables) {
   EXPECT_EQ(s.region, "eu-west-1");
   EXPECT_EQ(s.endpoint, "http://a:9");
   EXPECT_TRUE(s.path_style);
-  S3Settings both = S3SettingsFromEnv(
-      Env({{"AWS_REGION", "r1"}, {"AWS_DEFAULT_REGION", "r2"},
-           {"AWS_ENDPOINT_URL", "http://a"}, {"AWS_ENDPOINT_URL_S3", "http://b"}}));
+  S3Settings both =
+      S3SettingsFromEnv(Env({{"AWS_REGION", "r1"},
+                             {"AWS_DEFAULT_REGION", "r2"},
+                             {"AWS_ENDPOINT_URL", "http://a"},
+                             {"AWS_ENDPOINT_URL_S3", "http://b"}}));
   EXPECT_EQ(both.region, "r1");
   EXPECT_EQ(both.endpoint, "http://b");
 }

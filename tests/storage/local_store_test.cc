@@ -26,14 +26,16 @@ TEST(LocalStoreTest, StatsListsReadsRangesAndPutsWhole) {
   const std::string out = tmp.path() + "/out";
   const int fd = ::open(out.c_str(), O_RDWR | O_CREAT, 0644);
   uint64_t counted = 0;
-  ASSERT_TRUE((*store)
-                  ->ReadToFile("a.bin", 2, 5, fd, 1,
-                               [&](uint64_t n) { counted += n; })
-                  .ok());
+  ASSERT_TRUE(
+      (*store)
+          ->ReadToFile("a.bin", 2, 5, fd, 1, [&](uint64_t n) { counted += n; })
+          .ok());
   ::close(fd);
   std::string got;
   ASSERT_TRUE(dataset::ReadFileToString(out, &got).ok());
-  EXPECT_EQ(got, std::string("\0" "23456", 6));
+  EXPECT_EQ(got, std::string("\0"
+                             "23456",
+                             6));
   EXPECT_EQ(counted, 5u);
 
   ASSERT_TRUE((*store)->PutFile("c.bin", out, nullptr).ok());

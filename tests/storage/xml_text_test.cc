@@ -14,7 +14,8 @@ TEST(XmlTextTest, ReadsAListObjectsAnswer) {
       "</KeyCount><Contents><Key>p/a&amp;b.lmdb</Key><Size>10</Size>"
       "</Contents><Contents><Key>p/&#233;.idx</Key><Size>7</Size></Contents>"
       "<IsTruncated>false</IsTruncated><Prefix/></ListBucketResult>";
-  EXPECT_THAT(XmlTexts(xml, "Key"), ElementsAre("p/a&b.lmdb", "p/\xc3\xa9.idx"));
+  EXPECT_THAT(XmlTexts(xml, "Key"),
+              ElementsAre("p/a&b.lmdb", "p/\xc3\xa9.idx"));
   EXPECT_THAT(XmlTexts(xml, "Size"), ElementsAre("10", "7"));
   EXPECT_EQ(XmlText(xml, "KeyCount").value(), "2");
   EXPECT_EQ(XmlText(xml, "Prefix").value(), "");
