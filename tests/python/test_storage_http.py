@@ -3,6 +3,7 @@ fault-injecting proxy in front of it): verified copies, resume after kill -9,
 the lock, retries, a corrupt copy, packs without digests."""
 import json
 import os
+import pty
 import shutil
 import signal
 import subprocess
@@ -211,3 +212,26 @@ def test_a_stalled_answer_is_cut_and_retried_then_reported(tmp_path, served):
     assert r.returncode == 1
     assert f"GET {proxy.url}/d/train/manifest.json: " in r.stderr
     assert "(after 2 attempts)" in r.stderr
+
+
+def test_a_terminal_gets_a_bar_redrawn_in_place(tmp_path, served):
+    server, _ = served
+    main, child = pty.openpty()
+    with open(main, "rb", buffering=0, closefd=True) as terminal:
+        proc = subprocess.Popen(
+            [str(STOKER), "pull", f"{server.url}/d/train", str(tmp_path / "d")],
+            stdout=subprocess.DEVNULL, stderr=child)
+        os.close(child)
+        shown = b""
+        while True:
+            try:
+                piece = terminal.read(4096)
+            except OSError:  # EIO: the child closed the terminal.
+                break
+            if not piece:
+                break
+            shown += piece
+        assert proc.wait(60) == 0
+    text = shown.decode()
+    assert "\rpull [########################] 100.0%" in text
+    assert "files 6/6" in text and "ETA" in text
