@@ -19,6 +19,7 @@
 #include "server/dataset/pack_dest.h"
 #include "server/dataset/record.h"
 #include "server/dataset/skip_summary.h"
+#include "server/dataset/shard_index.h"
 
 namespace stoker::dataset {
 namespace {
@@ -494,6 +495,12 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   absl::StatusOr<std::vector<ShardInfo>> shards =
       WriteShards(tmp, dst, *importer, *listing, *scan, schema, o, threads);
   if (!shards.ok()) return shards.status();
+  if (absl::Status s = IndexShards(tmp, &*shards, threads); !s.ok()) {
+    if (FreeBytes(tmp) < 64 * 4096) {
+      return NoSpaceError(dst, 64 * 4096, FreeBytes(tmp), s.message());
+    }
+    return s;
+  }
 
   PackReport report;
   report.skipped = std::move(scan->skipped);

@@ -119,7 +119,8 @@ TEST_F(PackerTest, SkipsBadFilesAndReportsEachWithItsReason) {
   EXPECT_EQ(images[0], Jpeg(0));
   EXPECT_EQ(images[4], Jpeg(11));
   EXPECT_THAT(Entries(tmp_.path()), ElementsAre("out", "src"));
-  EXPECT_THAT(Entries(dst()), ElementsAre("manifest.json", "shard-00000.lmdb"));
+  EXPECT_THAT(Entries(dst()), ElementsAre("manifest.json", "shard-00000.idx",
+                                          "shard-00000.lmdb"));
 }
 
 TEST_F(PackerTest, WritesAnImageAndLabelSchemaWithFormatsAndMaxLength) {
@@ -237,8 +238,10 @@ TEST_F(PackerTest, AnExistingDestinationNeedsForceAndMustBeADataset) {
   o.shards = 2;
   absl::StatusOr<PackReport> replaced = Pack(o);
   ASSERT_TRUE(replaced.ok()) << replaced.status();
-  EXPECT_THAT(Entries(dst()), ElementsAre("manifest.json", "shard-00000.lmdb",
-                                          "shard-00001.lmdb"));
+  EXPECT_THAT(Entries(dst()),
+              ElementsAre("manifest.json", "shard-00000.idx",
+                          "shard-00000.lmdb", "shard-00001.idx",
+                          "shard-00001.lmdb"));
   EXPECT_THAT(Entries(tmp_.path()), ElementsAre("out", "src"));
   o.dst = src();  // A folder that is not a dataset is never replaced.
   EXPECT_EQ(Pack(o).status().code(), absl::StatusCode::kFailedPrecondition);
