@@ -90,13 +90,14 @@ def test_one_line_loader_packs_an_image_folder_once(local_env, images,
     assert "packing the ImageFolder" in capfd.readouterr().err
     packs = list((local_env / "cache" / "packs").glob("src-*-*[0-9a-f]"))
     assert len(packs) == 1 and (packs[0] / "manifest.json").is_file()
-    loader.close()
 
-    # Unchanged: the same pack, not packed again; the daemon is shared.
+    # Unchanged: the same pack, not packed again; the daemon (kept by the
+    # first loader's open stream) is shared.
     again = Loader(dataset=str(images), pipeline="imagenet_val", batch_size=4)
     assert "packing" not in capfd.readouterr().err
     assert again.daemon.pid == loader.daemon.pid
     assert again.daemon.log == loader.daemon.log
+    loader.close()
 
     # A changed file: packed again, the old pack removed.
     some = next(p for p in sorted(images.rglob("*.jpg")))
