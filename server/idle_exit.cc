@@ -1,6 +1,11 @@
 #include "server/idle_exit.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <string>
 #include <utility>
 
 namespace stoker {
@@ -14,7 +19,7 @@ bool IdleTimer::Observe(absl::Time now, size_t open_streams) {
 }
 
 IdleExit::IdleExit(absl::Duration after, std::function<size_t()> open_streams,
-                   std::function<void()> on_idle)
+                   std::function<bool()> on_idle)
     : after_(after),
       open_streams_(std::move(open_streams)),
       on_idle_(std::move(on_idle)) {}
@@ -41,11 +46,24 @@ void IdleExit::Run() {
     if (stop_) return;
     // Not under mu_: the count takes the service's locks.
     mu_.Unlock();
-    const bool idle = timer.Observe(absl::Now(), open_streams_());
-    if (idle) on_idle_();
+    bool stopped = false;
+    if (timer.Observe(absl::Now(), open_streams_())) {
+      stopped = on_idle_();
+      if (!stopped) timer.Reset(absl::Now());
+    }
     mu_.Lock();
-    if (idle) return;
+    if (stopped) return;
   }
+}
+
+bool TakeIdleLease(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return false;
+  }
+  return true;  // The descriptor, and the lock, stay until the exit.
 }
 
 }  // namespace stoker

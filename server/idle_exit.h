@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -22,7 +23,8 @@
 namespace stoker {
 
 // Decides when a daemon is idle: no stream has been open for `after`,
-// counted from the start or from the moment the last open stream was seen.
+// counted from the start, from the moment the last open stream was seen, or
+// from a Reset.
 class IdleTimer {
  public:
   IdleTimer(absl::Duration after, absl::Time start)
@@ -31,6 +33,8 @@ class IdleTimer {
   // Takes the number of streams open at `now` (times never decrease);
   // true once they have been 0 for `after`.
   bool Observe(absl::Time now, size_t open_streams);
+  // Counts the delay again from `now`.
+  void Reset(absl::Time now) { idle_since_ = now; }
 
  private:
   const absl::Duration after_;
@@ -40,10 +44,12 @@ class IdleTimer {
 class IdleExit {
  public:
   // `open_streams` counts the daemon's open streams; `on_idle` is called
-  // once, when IdleTimer says the daemon is idle. Both must stay valid
-  // until Stop() returns.
+  // when IdleTimer says the daemon is idle, and returns true if it stops the
+  // daemon (then it is not called again) or false if the daemon is still in
+  // use (a client holds its lease): the delay then starts again. Both must
+  // stay valid until Stop() returns.
   IdleExit(absl::Duration after, std::function<size_t()> open_streams,
-           std::function<void()> on_idle);
+           std::function<bool()> on_idle);
   ~IdleExit() { Stop(); }
 
   void Start();
@@ -55,12 +61,21 @@ class IdleExit {
 
   const absl::Duration after_;
   const std::function<size_t()> open_streams_;
-  const std::function<void()> on_idle_;
+  const std::function<bool()> on_idle_;
   std::thread thread_;
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// The lease of --idle-lease: clients that need the daemon hold a shared
+// flock(2) on the file `path` (the kernel drops it when they exit, however
+// they end). Takes an exclusive lock on it without waiting and returns true
+// if no client holds one; the lock is then kept until this process exits,
+// so a client that comes meanwhile waits for the exit and starts a new
+// daemon instead of attaching to a leaving one. False, holding nothing, if a
+// client holds the lease or the file cannot be opened (the daemon stays).
+bool TakeIdleLease(const std::string& path);
 
 }  // namespace stoker
 

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   stoker::config::ConfigFlags flags;
   stoker::config::LoadOptions load;
   double idle_exit_seconds = 0;
+  std::string idle_lease;
   CLI::Option* config_option = app.add_option(
       "--config,-c", config_path,
       "YAML config file: listeners, workers, memory budget, datasets and "
@@ -126,6 +127,10 @@ int main(int argc, char** argv) {
                  "many seconds, counted from the start or the last stream's "
                  "end; 0 (default): never")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--idle-lease", idle_lease,
+                 "With --idle-exit: clients hold a shared flock on FILE while "
+                 "they need the daemon; it is idle only once none does (the "
+                 "Python Loader's private stokerd)");
   app.add_flag("--check-config", check_only,
                "Load and check the config (datasets opened, pipelines built), "
                "print a summary and exit: 0 if valid, 1 with every mistake");
@@ -212,10 +217,14 @@ int main(int argc, char** argv) {
     idle_exit = std::make_unique<stoker::IdleExit>(
         absl::Seconds(idle_exit_seconds),
         [daemon] { return daemon->stream_service()->Snapshot().size(); },
-        [idle_exit_seconds] {
+        [idle_exit_seconds, &idle_lease] {
+          if (!idle_lease.empty() && !stoker::TakeIdleLease(idle_lease)) {
+            return false;
+          }
           Log(LogLevel::kInfo, "idle_exit",
               {{"seconds", absl::StrCat(idle_exit_seconds)}});
           kill(getpid(), SIGTERM);
+          return true;
         });
     idle_exit->Start();
   }

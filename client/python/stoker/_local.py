@@ -22,11 +22,14 @@ It runs from a generated config in a private runtime folder
 per (dataset, pipeline) config: its socket, lock, config and log files are
 named ``stokerd-<digest of the config>``. The first trainer that asks starts
 it under the lock; the others (the local ranks of a torchrun job, a second
-notebook) find it serving and attach. It runs in its own session with
-``--idle-exit``, so it exits ``$STOKER_IDLE_EXIT`` seconds (default 10) after
-its last stream has closed, whatever ended the trainers (kill -9 too), and
-removes its socket; the Loader starts it again if it has gone when a stream
-opens. Its log is the file every error names.
+notebook) find it serving and attach. Each Loader holds a shared flock on
+its ``.lease`` file until it is closed or its process ends, however it ends
+(kill -9 too). The daemon runs in its own session with ``--idle-exit
+$STOKER_IDLE_EXIT`` (default 10 s) and ``--idle-lease``: once it has had no
+stream for that long and no Loader holds the lease, it takes the lease
+itself (so that a trainer that comes now waits for it to go and starts a
+new one, rather than attach to a leaving daemon), exits and removes its
+socket. Its log is the file every error names.
 """
 import fcntl
 import hashlib
@@ -39,7 +42,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, List, Mapping, Optional, Sequence, Union
 
 from . import _pack_cache
 from .client import Client
@@ -246,6 +249,9 @@ class PrivateDaemon:
         self.log = Path(f"{stem}.log")
         self.config = Path(f"{stem}.yaml")
         self._lock = Path(f"{stem}.lock")
+        self._lease_path = Path(f"{stem}.lease")
+        # Open, with a shared flock, from ensure() to release().
+        self._lease: Optional[IO[str]] = None
         # JSON is YAML; the listener is private to this user.
         self._config_text = json.dumps(
             {"listen": {"unix": str(self.socket), "unix_mode": "0600"},
@@ -258,11 +264,13 @@ class PrivateDaemon:
         return f"unix:{self.socket}"
 
     def ensure(self) -> None:
-        """Starts the daemon unless it serves already. ValueError for a
-        config it refuses (a preset or op that does not exist), RuntimeError
-        if it fails to start; both name its log."""
+        """Takes the lease and starts the daemon unless it serves already.
+        ValueError for a config it refuses (a preset or op that does not
+        exist), RuntimeError if it fails to start; both name its log."""
         with open(self._lock, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            if self._lease is None:
+                self._lease = self._take_lease()
             if _accepting(str(self.socket)):
                 lock.seek(0)
                 text = lock.read().strip()
@@ -272,6 +280,30 @@ class PrivateDaemon:
             lock.seek(0)
             lock.truncate()
             lock.write(str(self.pid))
+
+    def release(self) -> None:
+        """Gives the lease back: the daemon may go once it is idle."""
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.close()
+
+    def _take_lease(self) -> IO[str]:
+        """The lease file with a shared flock on it. While a leaving daemon
+        holds it (it took it to exit), waits for that daemon to end."""
+        lease = open(self._lease_path, "a+")
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(lease, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return lease
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    lease.close()
+                    raise RuntimeError(
+                        f"the private stokerd that holds {self._lease_path} "
+                        f"to exit did not end within {START_TIMEOUT:g} s; "
+                        f"see its log {self.log}") from None
+                time.sleep(0.02)
 
     def _start(self) -> None:
         if self._proc is not None:
@@ -286,7 +318,8 @@ class PrivateDaemon:
             # Ctrl-C in a notebook) does not reach the shared daemon.
             proc = subprocess.Popen(
                 [self.stokerd, "--config", str(self.config), "--idle-exit",
-                 idle], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                 idle, "--idle-lease", str(self._lease_path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True, close_fds=True)
         self._proc, self.pid = proc, proc.pid
         deadline = time.monotonic() + START_TIMEOUT

@@ -10,13 +10,10 @@
         for batch in loader:              # one epoch per `for`
             train(batch["image"], batch["label"])
 
-Where batches come from. `dataset` is a folder (it has a '/': a packed
-dataset or an ImageFolder, packed on first use) or a daemon's dataset
-name; `pipeline` a preset name, a daemon's pipeline name, or a list of
-ops in the config's form. Without an address, a folder is served by a
-private stokerd shared by this machine's trainers (stoker._local,
-docs/loader.md). Mistakes raise before the first batch, naming what and
-where, and leave no process running.
+Without an address, a dataset folder (packed, or an ImageFolder packed on
+first use) is served through a preset or a list of ops by a private stokerd
+that this machine's trainers share; a name by the daemon at $STOKER_ADDRESS
+or the node's (stoker._local, docs/loader.md).
 
 Epochs. A Loader is a cursor over the stream's (epoch, step) positions.
 ``iter(loader)`` yields the batches from the cursor to the end of the
@@ -327,7 +324,7 @@ class Loader:
             self._close_stream()
         if self._stream is None:
             if self._local is not None:
-                # The private daemon exits once idle; start it again.
+                # After close() the private daemon may have gone.
                 self._local.ensure()
             self._stream = Stream(self._client, self._request,
                                   transport=self._transport,
@@ -489,8 +486,11 @@ class Loader:
             stream.close()
 
     def close(self) -> None:
-        """Closes the stream; the loader reopens one if iterated again."""
+        """Closes the stream (and lets a private stokerd go once idle); the
+        loader reopens one if iterated again."""
         self._close_stream()
+        if self._local is not None:
+            self._local.release()
 
     def __enter__(self) -> "Loader":
         return self
@@ -504,6 +504,9 @@ class Loader:
                 self._close_stream()
             except Exception:  # E.g. at interpreter exit.
                 pass
+        local = getattr(self, "_local", None)
+        if local is not None:
+            local.release()
 
     def __repr__(self) -> str:
         r = self._request
