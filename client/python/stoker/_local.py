@@ -194,8 +194,8 @@ def resolve(address: Optional[str], dataset: Union[str, "os.PathLike[str]"],
         pipelines = {OPS_NAME: check_ops(pipeline)}
         name = OPS_NAME
     stokerd = find_binary("stokerd", "STOKERD")
-    packed = _pack_cache.packed_folder(folder,
-                                       find_binary("stoker", "STOKER_CLI"))
+    packed = _pack_cache.packed_folder(
+        folder, lambda: find_binary("stoker", "STOKER_CLI"))
     daemon = PrivateDaemon(stokerd, {DATASET_NAME: {"path": str(packed)}},
                            pipelines)
     daemon.ensure()

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Callable, Iterator, List, Tuple
 
 MANIFEST = "manifest.json"
 # What `stoker pack` decodes (docs: image formats); a folder with none of
@@ -58,10 +58,10 @@ def folder_digest(folder: Path) -> Tuple[str, int]:
     return digest.hexdigest()[:16], images
 
 
-def packed_folder(folder: Path, stoker_cli: str) -> Path:
+def packed_folder(folder: Path, stoker_cli: Callable[[], str]) -> Path:
     """The packed dataset for `folder`: itself if packed, else its pack in
     the cache (made now if missing or out of date, with pack's progress on
-    stderr). ValueError for a folder that has no images;
+    stderr, by the `stoker` that stoker_cli() finds). ValueError for a folder that has no images;
     PermissionError for a cache that cannot be written; RuntimeError if
     `stoker pack` fails."""
     if (folder / MANIFEST).is_file():
@@ -90,7 +90,7 @@ def packed_folder(folder: Path, stoker_cli: str) -> Path:
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / MANIFEST).is_file():
-            _pack(folder, target, stoker_cli, images)
+            _pack(folder, target, stoker_cli(), images)
         for old in packs.glob(prefix + "*"):
             if old != target and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
