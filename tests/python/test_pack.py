@@ -99,7 +99,7 @@ def test_pack_removes_temp_folders_of_killed_packs(tmp_path):
     assert str(users) not in out.stderr
     run([STOKER, "verify", tmp_path / "ds"])
     assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == [
-        "manifest.json", "shard-00000.lmdb"]
+        "manifest.json", "shard-00000.idx", "shard-00000.lmdb"]
 
 
 def test_pack_into_a_missing_parent_folder_names_it(tmp_path):
