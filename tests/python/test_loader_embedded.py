@@ -17,6 +17,7 @@ import pytest
 
 from conftest import (PYTHON_CLIENT, ROOT, STOKER, STOKERD, make_images,
                       run)
+from storage_servers import Nginx
 
 torch = pytest.importorskip("torch")
 from stoker import _local  # noqa: E402
@@ -119,6 +120,35 @@ def test_a_packed_folder_and_a_list_of_ops(local_env, dataset):
     assert batch["image"].shape == (5, 24, 24, 3)
     assert batch["image"].dtype == torch.uint8
     assert not (local_env / "cache").exists()  # A packed folder: no cache.
+
+
+def test_a_pack_url_is_pulled_once_and_served_as_the_local_pack(
+        local_env, dataset, tmp_path, capfd):
+    root = tmp_path / "www"
+    shutil.copytree(dataset, root / "d" / "train")
+    server = Nginx(root, tmp_path / "nginx").start()
+    try:
+        ops = [{"decode_image": {}}, {"center_crop": {"size": 24}}]
+        url = f"{server.url}/d/train"
+        with Loader(dataset=url, pipeline=ops, batch_size=5) as loader:
+            remote = first_batch(loader)
+        err = capfd.readouterr().err
+        assert f"pulling {url}" in err and "pulled train" in err
+        with Loader(dataset=str(dataset), pipeline=ops, batch_size=5) as local:
+            expected = first_batch(local)
+        assert torch.equal(remote["image"], expected["image"])
+        assert remote.sample_ids == expected.sample_ids
+
+        # Pulled already: the second start checks the manifest, moves nothing.
+        with Loader(dataset=url, pipeline=ops, batch_size=5) as again:
+            first_batch(again)
+        assert "0 B moved" in capfd.readouterr().err
+
+        missing = f"{server.url}/d/nothing"
+        with pytest.raises(RuntimeError, match="stoker pull " + missing):
+            Loader(dataset=missing, pipeline=ops, batch_size=5)
+    finally:
+        server.stop()
 
 
 TRAINER = """

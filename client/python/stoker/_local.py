@@ -8,7 +8,8 @@ daemon, or a private stokerd started for this machine's trainers.
 3. the node daemon at ``unix:/run/stoker/stoker.sock`` when it serves the
    dataset name;
 4. for a dataset path (a packed folder, or an ImageFolder packed into the
-   cache, see _pack_cache), a private stokerd.
+   cache) or a pack URL (s3://, http(s)://, pulled into the cache; see
+   _pack_cache), a private stokerd.
 
 A dataset with a '/' (or starting with '~' or '.') is a path; anything
 else is a daemon's dataset name, and errors say which it was taken for. A
@@ -58,7 +59,8 @@ Ops = Sequence[Union[str, Mapping[str, Any]]]
 
 
 def is_path(dataset: Union[str, "os.PathLike[str]"]) -> bool:
-    """True if `dataset` names a folder rather than a daemon's dataset."""
+    """True if `dataset` names a folder or a pack URL rather than a
+    daemon's dataset."""
     if not isinstance(dataset, str):
         return True
     return "/" in dataset or dataset.startswith(("~", "."))
@@ -170,8 +172,8 @@ def resolve(address: Optional[str], dataset: Union[str, "os.PathLike[str]"],
     Raises before any process is left running."""
     if address is not None:
         if is_path(dataset) or not isinstance(pipeline, str):
-            what = (f"dataset {str(dataset)!r} was taken for a folder (it "
-                    f"has a '/')" if is_path(dataset) else
+            what = (f"dataset {str(dataset)!r} was taken for a folder or "
+                    f"a pack URL (it has a '/')" if is_path(dataset) else
                     "pipeline is a list of ops")
             raise ValueError(
                 f"{what}, but the daemon at {address} serves datasets and "
@@ -180,8 +182,12 @@ def resolve(address: Optional[str], dataset: Union[str, "os.PathLike[str]"],
         return Target(address, str(dataset), pipeline)
     if not is_path(dataset):
         return _named(str(dataset), pipeline)
+    def stoker_cli() -> str:
+        return find_binary("stoker", "STOKER_CLI")
+
+    url = isinstance(dataset, str) and _pack_cache.is_url(dataset)
     folder = Path(os.path.expanduser(str(dataset))).resolve()
-    if not folder.is_dir():
+    if not url and not folder.is_dir():
         raise FileNotFoundError(
             f"dataset {str(dataset)!r} was taken for a folder (it has a "
             f"'/'), and {folder} "
@@ -194,8 +200,8 @@ def resolve(address: Optional[str], dataset: Union[str, "os.PathLike[str]"],
         pipelines = {OPS_NAME: check_ops(pipeline)}
         name = OPS_NAME
     stokerd = find_binary("stokerd", "STOKERD")
-    packed = _pack_cache.packed_folder(
-        folder, lambda: find_binary("stoker", "STOKER_CLI"))
+    packed = (_pack_cache.pulled_folder(str(dataset), stoker_cli) if url
+              else _pack_cache.packed_folder(folder, stoker_cli))
     daemon = PrivateDaemon(stokerd, {DATASET_NAME: {"path": str(packed)}},
                            pipelines)
     daemon.ensure()

@@ -8,6 +8,12 @@ digest>``: the content digest covers the relative path, size and mtime of
 every file `stoker pack` reads, so the folder is packed again only when one
 of them changes, and the older pack of the same folder is then removed. Two
 trainers that ask at once pack it once: the second waits on a lock.
+
+A pack URL (``s3://BUCKET/PREFIX``, ``http(s)://HOST/PATH``) is pulled
+once into ``pulled/<last part>-<URL digest>`` with `stoker pull`, which
+checks every shard and writes the manifest last; a later start runs the
+pull again, which reads the source's manifest and fetches nothing when the
+copy is complete (and resumes a copy that was cut short).
 """
 import fcntl
 import hashlib
@@ -16,12 +22,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Iterator, List, Tuple
+from typing import IO, Callable, Iterator, List, Sequence, Tuple
 
 MANIFEST = "manifest.json"
 # What `stoker pack` decodes (docs: image formats); a folder with none of
 # these is not an ImageFolder.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff")
+# The sources `stoker pull` reads (docs/storage.md).
+URL_SCHEMES = ("s3://", "http://", "https://")
+
+
+def is_url(dataset: str) -> bool:
+    """True if `dataset` is a pack URL rather than a folder or a name."""
+    return dataset.startswith(URL_SCHEMES)
 
 
 def cache_root() -> Path:
@@ -78,15 +91,9 @@ def packed_folder(folder: Path, stoker_cli: Callable[[], str]) -> Path:
     source = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
     prefix = f"{folder.name}-{source}-"
     target = packs / (prefix + digest)
-    try:
-        packs.mkdir(parents=True, exist_ok=True)
-        lock = open(packs / (prefix + "lock"), "a")
-    except OSError as e:
-        raise PermissionError(
-            f"cannot write the pack cache {packs} (to pack the ImageFolder "
-            f"{folder}): {e.strerror}; set $STOKER_CACHE to a writable "
-            f"folder, or pack it yourself (stoker pack {folder} DST) and "
-            f"pass DST as the dataset") from None
+    lock = _open_lock(packs, prefix + "lock", f"to pack the ImageFolder "
+                      f"{folder}", f"pack it yourself (stoker pack {folder} "
+                      f"DST)")
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / MANIFEST).is_file():
@@ -95,6 +102,44 @@ def packed_folder(folder: Path, stoker_cli: Callable[[], str]) -> Path:
             if old != target and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def pulled_folder(url: str, stoker_cli: Callable[[], str]) -> Path:
+    """The local copy of the pack at `url`, pulled into the cache now if it
+    is missing or incomplete (with pull's progress on stderr).
+    PermissionError for a cache that cannot be written; RuntimeError if
+    `stoker pull` fails."""
+    root = cache_root() / "pulled"
+    name = url.rstrip("/").rsplit("/", 1)[-1] or "dataset"
+    prefix = f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:16]}"
+    target = root / prefix
+    lock = _open_lock(root, prefix + ".lock", f"to pull {url}",
+                      f"pull it yourself (stoker pull {url} DST)")
+    with lock:
+        # Two trainers that start at once pull once: `stoker pull` refuses a
+        # second pull of one DEST, so the second waits here instead.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        print(f"stoker: pulling {url} into {target} (once; a complete copy "
+              f"is only checked against the source's manifest)",
+              file=sys.stderr, flush=True)
+        _run([stoker_cli(), "pull", url, str(target)],
+             f"`stoker pull {url} {target}`",
+             "check the URL and the credentials (docs/storage.md), then try "
+             "again: a pull resumes where it stopped")
+    return target
+
+
+def _open_lock(folder: Path, name: str, why: str, instead: str) -> IO[str]:
+    """folder/name opened for an flock, the folder made if missing.
+    PermissionError saying what to do if the cache cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return open(folder / name, "a")
+    except OSError as e:
+        raise PermissionError(
+            f"cannot write the cache {folder} ({why}): {e.strerror}; set "
+            f"$STOKER_CACHE to a writable folder, or {instead} and pass DST "
+            f"as the dataset") from None
 
 
 def _show(chunk: bytes) -> None:
@@ -112,9 +157,17 @@ def _pack(folder: Path, target: Path, stoker_cli: str, images: int) -> None:
     """Runs `stoker pack folder target`, its progress passed on to stderr."""
     print(f"stoker: packing the ImageFolder {folder} ({images} images) into "
           f"{target}, once", file=sys.stderr, flush=True)
+    _run([stoker_cli, "pack", str(folder), str(target), "--force"],
+         f"`stoker pack {folder} {target}`",
+         "fix the folder (or pack it yourself with --on-error skip) and try "
+         "again")
+
+
+def _run(argv: Sequence[str], what: str, advice: str) -> None:
+    """Runs argv, its output passed on to stderr as it comes. RuntimeError
+    naming `what`, its exit code and last line, and `advice` if it fails."""
     proc = subprocess.Popen(
-        [stoker_cli, "pack", str(folder), str(target), "--force"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT)
     assert proc.stdout is not None
     tail: List[bytes] = []
@@ -131,7 +184,4 @@ def _pack(folder: Path, target: Path, stoker_cli: str, images: int) -> None:
     if code != 0:
         said = b"".join(tail).decode(errors="replace").strip()
         said = said.replace("\r", "\n").splitlines()[-1] if said else ""
-        raise RuntimeError(
-            f"`stoker pack {folder} {target}` failed (exit {code}): {said}; "
-            f"fix the folder (or pack it yourself with --on-error skip) and "
-            f"try again")
+        raise RuntimeError(f"{what} failed (exit {code}): {said}; {advice}")
