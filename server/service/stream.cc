@@ -426,7 +426,11 @@ void Stream::Fail(absl::Status status) {
   NotifyReady();
 }
 
-void Stream::Cancel() {
+void Stream::Cancel(absl::Status reason) {
+  if (!reason.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = std::move(reason);
+  }
   cancelled_ = true;
   {
     absl::MutexLock lock(&callback_mu_);

@@ -189,8 +189,10 @@ class Stream : public BatchSource,
   // starts or is handed out after it, and Done() is true. Runs the callback.
   void Fail(absl::Status status);
 
-  // Drops all pending work and leaves its shared run. Idempotent.
-  void Cancel();
+  // Drops all pending work and leaves its shared run. Idempotent. A
+  // `reason` that is not OK becomes status() unless the stream failed
+  // first: why it closed early (e.g. Cancelled: the client left).
+  void Cancel(absl::Status reason = absl::OkStatus());
 
   // Makes the stream take its batches from `run`, which has attached it:
   // lent for linear positions below `lend_before`, copied from there on.
