@@ -342,6 +342,21 @@ absl::Status ParseShards(const Parser& p, const Json& shards,
   return absl::OkStatus();
 }
 
+// "content_digest", when present: 16 lowercase hex digits
+// (content_digest.h).
+absl::Status ParseContentDigest(const Parser& p, const Json& root,
+                                std::string* digest) {
+  if (auto s = p.GetString(root, "", "content_digest", digest); !s.ok()) {
+    return s;
+  }
+  if (!root.contains("content_digest")) return absl::OkStatus();
+  const bool hex =
+      digest->size() == 16 &&
+      digest->find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!hex) return p.Error("content_digest", "expected 16 hex digits");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Manifest> ParseManifest(std::string_view json,
@@ -352,7 +367,7 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json,
   if (auto s = p.CheckObject(
           root, "",
           {"format_version", "name", "num_samples", "fields", "shards"},
-          {"classes", "created", "source"});
+          {"classes", "created", "source", "content_digest"});
       !s.ok()) {
     return s;
   }
@@ -393,6 +408,9 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json,
   }
   if (auto s = p.GetString(root, "", "created", &m.created); !s.ok()) return s;
   if (auto s = p.GetString(root, "", "source", &m.source); !s.ok()) return s;
+  if (auto s = ParseContentDigest(p, root, &m.content_digest); !s.ok()) {
+    return s;
+  }
   return m;
 }
 
@@ -421,14 +439,15 @@ std::string SerializeManifest(const Manifest& m) {
     SerializeShardExtras(s, &shard);
     shards.push_back(std::move(shard));
   }
-  const nlohmann::ordered_json root = {{"format_version", kFormatVersion},
-                                       {"name", m.name},
-                                       {"num_samples", m.num_samples},
-                                       {"fields", fields},
-                                       {"classes", m.classes},
-                                       {"shards", shards},
-                                       {"created", m.created},
-                                       {"source", m.source}};
+  nlohmann::ordered_json root = {{"format_version", kFormatVersion},
+                                 {"name", m.name},
+                                 {"num_samples", m.num_samples},
+                                 {"fields", fields},
+                                 {"classes", m.classes},
+                                 {"shards", shards},
+                                 {"created", m.created},
+                                 {"source", m.source}};
+  if (!m.content_digest.empty()) root["content_digest"] = m.content_digest;
   // Pack refuses names that are not UTF-8; should one come here anyway, it
   // is replaced (U+FFFD) rather than thrown as an exception.
   return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +

@@ -20,7 +20,8 @@
 //                 "index": {"file": "shard-00000.idx", "bytes": 80,
 //                           "digest": "xxh3-128:9a1e..."}}],
 //     "created": "2024-05-01T12:00:00Z",
-//     "source": "/data/raw/train"
+//     "source": "/data/raw/train",
+//     "content_digest": "5f0c2a9e1b7d3c84"
 //   }
 //
 // A field's kind is one of FieldKindRegistry's (field_kind.h). "dtype" and
@@ -28,10 +29,11 @@
 // for the others; "max_length" (the longest value, in rows or bytes) is
 // written for a field of variable length, and "formats" for an image field,
 // and both may be left out. "classes", "created" and "source" may be left
-// out; every other key is required and no other key is allowed. A shard's
-// "digest" (of the whole file) and "index" (its record index and that file's
-// digest; shard_index.h) may be left out: packs made before them have none,
-// and are then checked record by record.
+// out, as may "content_digest" (content_digest.h; packs made before it
+// have none); every other key is required and no other key is allowed. A
+// shard's "digest" (of the whole file) and "index" (its record index and that
+// file's digest; shard_index.h) may be left out: packs made before them have
+// none, and are then checked record by record.
 //
 // Format version 1 (every dataset packed before typed fields) has fields
 // {"name", "kind": "bytes"|"int64", "content_type"}; ParseManifest reads it
@@ -82,6 +84,9 @@ struct Manifest {
   std::vector<ShardInfo> shards;
   std::string created;  // UTC, ISO 8601.
   std::string source;   // Where the samples came from.
+  // The records' digest as pack computed it (content_digest.h); empty for
+  // a pack made before pack wrote it.
+  std::string content_digest;
 };
 
 // Parses and checks a manifest. Every error is InvalidArgument and names

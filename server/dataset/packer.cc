@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/dataset/content_digest.h"
 #include "server/dataset/file_util.h"
 #include "server/dataset/importer.h"
 #include "server/dataset/lmdb_util.h"
@@ -512,6 +513,10 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   m.shards = *std::move(shards);
   m.created = NowUtc();
   m.source = EscapeNonUtf8(fs::absolute(source, ec).string());
+  // From the shards as written: what a daemon computes from them too.
+  absl::StatusOr<std::string> digest = ComputeContentDigest(tmp, m);
+  if (!digest.ok()) return digest.status();
+  m.content_digest = *std::move(digest);
   if (absl::Status s = WriteManifest(tmp, m); !s.ok()) {
     if (FreeBytes(tmp) < 64 * 4096) {
       return NoSpaceError(dst, 64 * 4096, FreeBytes(tmp), s.message());

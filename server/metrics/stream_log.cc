@@ -38,7 +38,15 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
   const service::CountValues& st = stream.stats.counts;
   const double wait = st.Exported(service::Count::kWaitNs);
   const double consumer = wait + st.Exported(service::Count::kBusyNs);
-  if (!status.ok()) {
+  // A client that cancels or leaves (a trainer killed mid-epoch) is no
+  // fault of the daemon's: an info line says why, and the close is info.
+  const bool cancelled = absl::IsCancelled(status);
+  if (cancelled) {
+    Log(LogLevel::kInfo, "stream_cancelled",
+        {{"stream", absl::StrCat(stream.id)},
+         {"dataset", s.dataset},
+         {"reason", std::string(status.message())}});
+  } else if (!status.ok()) {
     // Why it ended: for DATA_LOSS the shard file and key of the bad record.
     Log(LogLevel::kWarning, "stream_error",
         {{"stream", absl::StrCat(stream.id)},
@@ -46,7 +54,8 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
          {"status", StatusCodeName(static_cast<int>(status.code()))},
          {"error", std::string(status.message())}});
   }
-  Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "stream_close",
+  Log(status.ok() || cancelled ? LogLevel::kInfo : LogLevel::kWarning,
+      "stream_close",
       {{"stream", absl::StrCat(stream.id)},
        {"dataset", s.dataset},
        {"pipeline", s.pipeline},
@@ -61,9 +70,8 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
        {"remote_batches", absl::StrCat(st[service::Count::kRemoteBatches])},
        {"remote_rebuilt", absl::StrCat(st[service::Count::kRemoteRebuilt])},
        {"seconds", absl::StrFormat("%.3f", seconds_open)},
-       {"stall_share", consumer > 0
-                           ? absl::StrFormat("%.3f", wait / consumer)
-                           : std::string("-")}});
+       {"stall_share", consumer > 0 ? absl::StrFormat("%.3f", wait / consumer)
+                                    : std::string("-")}});
 }
 
 void LogStorage(const std::string& dataset, const std::string& path,
