@@ -81,6 +81,7 @@ bench/run --smoke --build-dir build --pipelines recipe,dino \
   --skip-decode-only
 bench/jobs --smoke --build-dir build
 bench/memory --smoke --build-dir build
+bench/embedded --smoke --build-dir build
 
 if [ $FUZZ -eq 1 ]; then
   # Built at -O0 for CI's 20 s runs: two thirds of the build time, for a
