@@ -53,7 +53,7 @@ step "dependencies"
 step "build (RelWithDebInfo)"
 # -g1 (line tables: a backtrace still names file and line) instead of -g
 # compiles a quarter faster (docs/testing.md, "What CI runs").
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_WERROR=ON \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" >/dev/null
 cmake --build build -j"$JOBS"

@@ -320,7 +320,7 @@ void AddDatasetCommands(CLI::App& app, dataset::ImageCheck validate_image) {
       ->check(CLI::NonNegativeNumber);
   pack->add_option("--on-error", pack_flags->on_error,
                    "What to do with a bad sample: an unreadable, empty or "
-                   "undecodable image (neither JPEG nor PNG, by content), a "
+                   "undecodable image (not JPEG, PNG, WebP or TIFF, by content), a "
                    "value its field's kind refuses, a TFRecord with a bad "
                    "CRC, a refused pickle: "
                    "'skip' (default) leaves it out and lists it at the end; "

@@ -17,7 +17,7 @@ namespace stoker::config {
 
 // A Markdown reference of the config file: a table of every key with its
 // type, default and meaning, then a table of the pipeline ops from the op
-// registry with their arguments. README.md embeds it and
+// registry with their arguments. docs/config.md is it (docs/gen-config.sh) and
 // `stokerd --help-config` prints it.
 std::string ConfigReference();
 

@@ -170,7 +170,7 @@ absl::Status BindPassthrough(absl::Span<const InputField> schema,
     field.kind = in.passthrough;
     field.utf8 = in.utf8;
     field.name = in.name;
-    tensor::TensorSpec spec{in.name, in.dtype, in.shape};
+    tensor::TensorSpec spec{in.name, in.dtype, in.shape, {}, false};
     if (in.passthrough == Passthrough::kDense) {
       field.bytes = spec.bytes();
       slots->push_back(tensor::OutputSlot::Dense(std::move(spec)));
@@ -201,9 +201,8 @@ absl::Status BindPassthrough(absl::Span<const InputField> schema,
     values.spec = std::move(spec);
     tensor::OutputSlot offsets;
     offsets.kind = tensor::OutputSlot::Kind::kOffsets;
-    offsets.spec = {
-        absl::StrCat(in.name, ".offsets"), tensor::DType::kInt64, {}};
-    offsets.spec.offsets_for = in.name;
+    offsets.spec = {absl::StrCat(in.name, ".offsets"), tensor::DType::kInt64,
+                    {}, in.name, false};
     offsets.max_sample_bytes = sizeof(int64_t);
     offsets.values_slot = field.slot;
     slots->push_back(std::move(values));

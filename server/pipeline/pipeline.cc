@@ -128,7 +128,8 @@ BoundPipeline::BoundPipeline(std::shared_ptr<const PipelineSteps> steps,
           const OutputFormat format = rendered_ ? OutputFormat{} : view.format;
           converters.push_back(
               {PixelConverter(format),
-               PixelConverter(FieldFormat(format, DecodeSpec{"", true}))});
+               PixelConverter(
+                   FieldFormat(format, DecodeSpec{"", true, std::nullopt}))});
         }
         return converters;
       }()),
@@ -156,7 +157,8 @@ std::vector<tensor::OutputSlot> BoundPipeline::RenderedSlots() const {
         steps_->views[instance_views_[output / num_images]];
     slots[output] = tensor::OutputSlot::Dense(
         {slots_[output].spec.name, tensor::DType::kUint8,
-         ImageShape(OutputFormat{}, view.out_height, view.out_width)});
+         ImageShape(OutputFormat{}, view.out_height, view.out_width), {},
+         false});
   }
   return slots;
 }
@@ -430,7 +432,7 @@ absl::StatusOr<BatchBinding> Pipeline::BindBatch(
     binding.label_dtype = field.dtype;
     binding.soft_slot = slots->size();
     slots->push_back(tensor::OutputSlot::Dense(
-        {soft_name, DType::kFloat32, {labels.num_classes}}));
+        {soft_name, DType::kFloat32, {labels.num_classes}, {}, false}));
     return binding;
   }
   std::vector<absl::string_view> names;
@@ -492,7 +494,7 @@ absl::StatusOr<std::unique_ptr<BoundPipeline>> Pipeline::Bind(
             FieldFormat(rendered ? OutputFormat{} : view.format, decode);
         slots.push_back(tensor::OutputSlot::Dense(
             {prefix + decode.field, format.dtype,
-             ImageShape(format, view.out_height, view.out_width)}));
+             ImageShape(format, view.out_height, view.out_width), {}, false}));
       }
     }
   }

@@ -46,7 +46,7 @@ esac
 BUILD=build-fuzz
 # -O1 (or -O0) and line tables only: quicker to build, and stack traces
 # still name the file and line.
-cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_WERROR=ON \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O$OPT -gline-tables-only" \
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O$OPT -gline-tables-only" \

@@ -59,7 +59,8 @@ DaemonStats Synthetic() {
   d.service.memory_budget = 8 << 20;
   d.errors[static_cast<int>(absl::StatusCode::kDataLoss)] = 4;
   d.pool = {4, 2'500'000'000, 77, 5};
-  d.transport_counts = {{"stoker_shm_socket_refused_total", "Refused.", 12}};
+  d.transport_counts = {
+      {"stoker_shm_socket_refused_total", "Refused.", 12, false, {}}};
   d.storage.push_back({"train",
                        "/mnt/nfs/train",
                        {"nfs4", StorageKind::kNetwork, "", "copy it"}});

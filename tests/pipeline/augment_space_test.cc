@@ -51,7 +51,9 @@ TEST(TrivialAugmentTest, OpBinAndSignFollowTheUniformDefinition) {
     SampleRng rng(11, 0, id);
     const AugmentChoice c = DrawTrivialAugment(kBins, rng);
     ++counts[{static_cast<int>(c.op), c.bin, c.negative}];
-    if (c.bin >= 0) ASSERT_EQ(c.level, c.bin);
+    if (c.bin >= 0) {
+      ASSERT_EQ(c.level, c.bin);
+    }
   }
   std::map<Cell, double> expected;
   const auto ops = SpaceOps(AugmentSpace::kTrivialAugmentWide);
@@ -89,9 +91,13 @@ TEST(RandAugmentTest, OpAndSignFollowTheUniformDefinition) {
     ++counts[{static_cast<int>(c.op), c.negative}];
     for (const AugmentOpInfo& info : SpaceOps(AugmentSpace::kRandAugment)) {
       // The fixed magnitude, without noise.
-      if (info.op == c.op) ASSERT_EQ(c.bin, info.has_magnitudes ? 9 : -1);
+      if (info.op == c.op) {
+        ASSERT_EQ(c.bin, info.has_magnitudes ? 9 : -1);
+      }
     }
-    if (c.bin >= 0) ASSERT_EQ(c.level, 9.0);
+    if (c.bin >= 0) {
+      ASSERT_EQ(c.level, 9.0);
+    }
   }
   std::map<std::pair<int, bool>, double> expected;
   for (const AugmentOpInfo& info : SpaceOps(AugmentSpace::kRandAugment)) {

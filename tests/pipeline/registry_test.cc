@@ -32,10 +32,13 @@ OpDef TestDef(std::string name) {
   def.name = std::move(name);
   def.doc = "Does nothing.";
   def.args = {
-      {"count", ArgType::kInt, true, std::nullopt, "Required int."},
-      {"gain", ArgType::kFloat, false, ArgValue(1.5), "Float with default."},
-      {"size", ArgType::kIntOrPair, false, std::nullopt, "Optional size."},
-      {"mode", ArgType::kString, false, std::nullopt, "Optional string."},
+      ArgSpec::Required("count", ArgType::kInt, "Required int."),
+      ArgSpec::Optional("gain", ArgType::kFloat, ArgValue(1.5),
+                        "Float with default."),
+      ArgSpec::Optional("size", ArgType::kIntOrPair, std::nullopt,
+                        "Optional size."),
+      ArgSpec::Optional("mode", ArgType::kString, std::nullopt,
+                        "Optional string."),
   };
   def.example = "t: {count: 1}";
   def.factory = [](const OpArgs&) -> absl::StatusOr<AnyOp> {

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import STOKER, Daemon, run, write_config
+from shm_names import held_shm_names, left_behind
 
 
 def stream_cmd(daemon, *args):
@@ -109,15 +110,46 @@ def test_connect_and_kill_cycles_leave_fds_and_rss_flat(daemon):
 
 
 def test_killed_daemon_leaves_nothing_in_dev_shm(daemon):
-    before = set(os.listdir("/dev/shm"))
+    # Only the daemon's own names count: tests beside this one create and
+    # remove entries in /dev/shm of their own while it runs.
     client = start_endless_client(daemon)
     try:
+        held = held_shm_names(daemon.proc.pid)
         daemon.proc.kill()
         daemon.wait()
     finally:
         client.kill()
         client.wait()
-    assert set(os.listdir("/dev/shm")) - before == set()
+    assert left_behind(held) == set()
+
+
+def test_the_dev_shm_check_sees_the_killed_process_names_only(tmp_path):
+    # A process that holds a named /dev/shm file is killed: its file is
+    # reported; a file another process makes meanwhile is not.
+    tag = f"stoker-test-{os.getpid()}"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"""
+import mmap, os, sys
+fd = os.open("/dev/shm/{tag}-held", os.O_CREAT | os.O_RDWR, 0o600)
+os.ftruncate(fd, 4096)
+m = mmap.mmap(fd, 4096)
+print("ready", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    other = Path(f"/dev/shm/sem.mp-{tag}")
+    try:
+        assert holder.stdout.readline() == "ready\n"
+        held = held_shm_names(holder.pid)
+        assert held == {f"/dev/shm/{tag}-held"}
+        other.write_bytes(b"")  # Another test's semaphore, say.
+        holder.kill()
+        holder.wait()
+        assert left_behind(held) == {f"/dev/shm/{tag}-held"}
+    finally:
+        holder.kill()
+        holder.wait()
+        Path(f"/dev/shm/{tag}-held").unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run as nobody")

@@ -19,8 +19,9 @@ using ::testing::ElementsAre;
 
 BatchLayout TwoTensorLayout(uint32_t batch_size) {
   return BatchLayout(
-      std::vector<TensorSpec>{TensorSpec{"image", DType::kUint8, {3, 5}},
-                              TensorSpec{"label", DType::kInt64, {}}},
+      std::vector<TensorSpec>{
+          TensorSpec{"image", DType::kUint8, {3, 5}, {}, false},
+          TensorSpec{"label", DType::kInt64, {}, {}, false}},
       batch_size);
 }
 
@@ -28,18 +29,18 @@ BatchLayout TwoTensorLayout(uint32_t batch_size) {
 // offsets.
 BatchLayout RaggedLayout(uint32_t batch_size) {
   OutputSlot values;
-  values.spec = {"tokens", DType::kInt32, {-1}};
+  values.spec = {"tokens", DType::kInt32, {-1}, {}, false};
   values.kind = OutputSlot::Kind::kRagged;
   values.row_bytes = 4;
   values.max_sample_bytes = 16;
   OutputSlot offsets;
-  offsets.spec = {"tokens.offsets", DType::kInt64, {}};
-  offsets.spec.offsets_for = "tokens";
+  offsets.spec = {"tokens.offsets", DType::kInt64, {}, "tokens", false};
   offsets.kind = OutputSlot::Kind::kOffsets;
   offsets.max_sample_bytes = 8;
   offsets.values_slot = 1;
   return BatchLayout(
-      {OutputSlot::Dense({"label", DType::kInt64, {}}), values, offsets},
+      {OutputSlot::Dense({"label", DType::kInt64, {}, {}, false}), values,
+       offsets},
       batch_size);
 }
 

@@ -45,10 +45,11 @@ TEST(DTypeTest, TheListOfNamesReadsAsASentence) {
 }
 
 TEST(TensorSpecTest, BytesIsElementsTimesTheElementSize) {
-  EXPECT_EQ((TensorSpec{"image", DType::kFloat32, {3, 224, 224}}).bytes(),
-            3u * 224 * 224 * 4);
-  EXPECT_EQ((TensorSpec{"label", DType::kInt64, {}}).bytes(), 8u);
-  EXPECT_EQ((TensorSpec{"mask", DType::kBool, {5, 7}}).bytes(), 35u);
+  EXPECT_EQ(
+      (TensorSpec{"image", DType::kFloat32, {3, 224, 224}, {}, false}).bytes(),
+      3u * 224 * 224 * 4);
+  EXPECT_EQ((TensorSpec{"label", DType::kInt64, {}, {}, false}).bytes(), 8u);
+  EXPECT_EQ((TensorSpec{"mask", DType::kBool, {5, 7}, {}, false}).bytes(), 35u);
 }
 
 }  // namespace

@@ -95,9 +95,7 @@ std::vector<service::NamedCount> CudaIpcTransport::Counters() const {
         "stoker_cuda_device_bytes",
         "Device memory cuda_ipc streams hold now (rings, staging, tables), "
         "per GPU; device_memory_budget bounds it.",
-        static_cast<double>(bytes)};
-    c.gauge = true;
-    c.labels = {{"gpu", gpu}};
+        static_cast<double>(bytes), true, {{"gpu", gpu}}};
     out.push_back(std::move(c));
   }
   absl::MutexLock lock(&mu_);
@@ -105,9 +103,7 @@ std::vector<service::NamedCount> CudaIpcTransport::Counters() const {
     const CudaIpcCounts& k = *counts;
     const auto add = [&, gpu = gpu](const char* metric, const char* help,
                                     double value) {
-      service::NamedCount c{metric, help, value};
-      c.labels = {{"gpu", gpu}};
-      out.push_back(std::move(c));
+      out.push_back({metric, help, value, false, {{"gpu", gpu}}});
     };
     add("stoker_cuda_batches_total",
         "Batches cuda_ipc streams completed on the device.",
@@ -129,11 +125,11 @@ std::vector<service::NamedCount> CudaIpcTransport::Counters() const {
     out.push_back({"stoker_cuda_socket_refused_total",
                    "Connections to the cuda_ipc descriptor socket closed at "
                    "once (over FdServer's bounds).",
-                   static_cast<double>(s.refused)});
+                   static_cast<double>(s.refused), false, {}});
     out.push_back({"stoker_cuda_socket_timed_out_total",
                    "Connections to the cuda_ipc descriptor socket dropped for "
                    "not presenting their token in time.",
-                   static_cast<double>(s.timed_out)});
+                   static_cast<double>(s.timed_out), false, {}});
   }
   return out;
 }

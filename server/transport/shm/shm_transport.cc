@@ -137,15 +137,15 @@ std::vector<service::NamedCount> ShmTransport::Counters() const {
        "Connections to the shm descriptor socket closed at once: over the "
        "bound per process or in all (FdServer::kMaxPendingPerPeer, "
        "kMaxPending).",
-       static_cast<double>(s.refused)},
+       static_cast<double>(s.refused), false, {}},
       {"stoker_shm_socket_timed_out_total",
        "Connections to the shm descriptor socket dropped for not presenting "
        "their token in time (FdServer::kTokenWait).",
-       static_cast<double>(s.timed_out)},
+       static_cast<double>(s.timed_out), false, {}},
       {"stoker_shm_socket_accept_failures_total",
        "Failed accepts on the shm descriptor socket (EMFILE and kin: the "
        "daemon is out of descriptors).",
-       static_cast<double>(s.accept_failures)},
+       static_cast<double>(s.accept_failures), false, {}},
   };
 }
 

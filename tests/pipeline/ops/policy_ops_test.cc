@@ -112,7 +112,9 @@ TEST(PolicyOpsTest, DrawPerSampleFromTheSampleGenerator) {
       const std::string image = RunOps({Op(name)}, id);
       outcomes.insert(image);
       changed += image != plain;
-      if (id < 4) EXPECT_EQ(image, RunOps({Op(name)}, id)) << name;
+      if (id < 4) {
+        EXPECT_EQ(image, RunOps({Op(name)}, id)) << name;
+      }
     }
     // TA leaves the image as it is for Identity (1/14) and magnitude-0
     // bins; AA skips both steps about a quarter of the time.

@@ -168,7 +168,9 @@ TEST(WarpOpsTest, DrawFromTheSampleGeneratorWithProbabilityP) {
       changed += image != plain;
       outcomes.insert(image);
       // The same sample draws the same warp.
-      if (id < 5) EXPECT_EQ(image, RunOps({Op(name, sometimes)}, id)) << name;
+      if (id < 5) {
+        EXPECT_EQ(image, RunOps({Op(name, sometimes)}, id)) << name;
+      }
     }
     EXPECT_NEAR(changed, 90, 30) << name;
     // The parameters vary from sample to sample.
