@@ -12,9 +12,12 @@ from stoker.torch import Loader
 # Client.stream's parameters that are the stream's own, not the request's.
 STREAM_ONLY = {"transport", "start", "reconnect_timeout"}
 # Loader defaults that differ from Client.stream's, by design: no bound on
-# epochs, and the rest from the distributed context.
+# epochs, the rest from the distributed context, and dataset, pipeline and
+# batch_size keywords after an optional address (the one-line form; the
+# Loader refuses a call without them).
 LOADER_DEFAULTS = {"epochs": None, "rank": None, "world_size": None,
-                   "job_id": None}
+                   "job_id": None, "dataset": None, "pipeline": None,
+                   "batch_size": None}
 
 # A value other than the default for every parameter of Client.stream, that
 # a daemon with the `bytes` pipeline accepts.

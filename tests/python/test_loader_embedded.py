@@ -251,7 +251,7 @@ def test_a_cache_that_cannot_be_written(local_env, images, monkeypatch):
     blocker.write_text("")  # A file where the cache's folder would be.
     monkeypatch.setenv("STOKER_CACHE", str(blocker / "cache"))
     with pytest.raises(PermissionError,
-                       match=f"cannot write the pack cache {blocker}"):
+                       match=f"cannot write the cache {blocker}"):
         Loader(dataset=str(images), pipeline="raw", batch_size=2)
     assert processes_under(local_env) == []
 
