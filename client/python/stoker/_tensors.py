@@ -9,6 +9,7 @@ import torch
 
 from .batch import Array, Batch, Ragged, view_instances
 from .stream import Stream
+from .transports import holds_slots
 
 
 class TensorBatch(Dict[str, torch.Tensor]):
@@ -98,7 +99,7 @@ def to_tensors(batch: Batch, stream: Stream, device: torch.device,
         # Acknowledged once the copies queued on the current stream have
         # run (a fence; see stoker.stream) where they read the slot.
         batch.release()
-    elif stream.transport == "shm" and not zero_copy:
+    elif holds_slots(stream.transport) and not zero_copy:
         tensors = {name: t.clone() for name, t in tensors.items()}
         batch.release()
     return TensorBatch(tensors, batch)
