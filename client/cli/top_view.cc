@@ -16,6 +16,38 @@ LabelKey KeyOf(const v1::LabelStats& s) {
   return {s.dataset(), s.pipeline(), s.job_id(), s.transport()};
 }
 
+// A count of a stream or label set by its name in GetStats' `counts` map
+// (server/service/counters.h, kCounts): "samples", "wait_seconds", ...;
+// 0 where the daemon sent none.
+template <typename Stats>
+double CountOf(const Stats& s, const std::string& name) {
+  const auto it = s.counts().find(name);
+  return it == s.counts().end() ? 0 : it->second;
+}
+
+// How much each count of `after` grew since `before`.
+template <typename Stats>
+std::map<std::string, double> DeltasOf(const Stats& before,
+                                       const Stats& after) {
+  std::map<std::string, double> deltas;
+  for (const auto& [name, value] : after.counts()) {
+    deltas[name] = value - CountOf(before, name);
+  }
+  return deltas;
+}
+
+std::map<std::string, double> PerSecond(std::map<std::string, double> deltas,
+                                        double dt) {
+  for (auto& [name, value] : deltas) value /= dt;
+  return deltas;
+}
+
+// counts[name], or 0 where the daemon sent no such count.
+double Get(const std::map<std::string, double>& counts, const char* name) {
+  const auto it = counts.find(name);
+  return it == counts.end() ? 0 : it->second;
+}
+
 double Ratio(double part, double whole) {
   return whole > 0 ? part / whole : -1;
 }
@@ -227,13 +259,15 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     r.rank = s.rank();
     r.world_size = s.world_size();
     r.prefetch = s.prefetch();
-    r.samples_per_second = (s.samples() - double(a.samples())) / dt;
-    r.batches_per_second = (s.batches() - double(a.batches())) / dt;
-    r.bytes_per_second = (s.bytes() - double(a.bytes())) / dt;
+    const std::map<std::string, double> delta = DeltasOf(a, s);
+    r.samples_per_second = Get(delta, "samples") / dt;
+    r.batches_per_second = Get(delta, "batches") / dt;
+    r.bytes_per_second = Get(delta, "bytes") / dt;
     r.queued = s.queued();
     r.building = s.building();
-    const double wait = s.wait_seconds() - a.wait_seconds();
-    r.stall_share = Ratio(wait, wait + s.busy_seconds() - a.busy_seconds());
+    const double wait = Get(delta, "wait_seconds");
+    r.stall_share = Ratio(wait, wait + Get(delta, "busy_seconds"));
+    r.per_second = PerSecond(delta, dt);
     v.streams.push_back(std::move(r));
     open_per_key[{s.dataset(), s.pipeline(), s.job_id(), s.transport()}] += 1;
     jobs.insert(s.job_id().empty() ? absl::StrCat("#", s.id()) : s.job_id());
@@ -251,11 +285,12 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     const v1::LabelStats* a = it == old_labels.end() ? nullptr : it->second;
     const v1::LabelStats empty;
     const v1::LabelStats& base = a == nullptr ? empty : *a;
-    const double samples = s.samples() - double(base.samples());
-    const double batches = s.batches() - double(base.batches());
-    const double acks = s.acks() - double(base.acks());
-    const double wait = s.wait_seconds() - base.wait_seconds();
-    const double busy = s.busy_seconds() - base.busy_seconds();
+    const std::map<std::string, double> delta = DeltasOf(base, s);
+    const double samples = Get(delta, "samples");
+    const double batches = Get(delta, "batches");
+    const double acks = Get(delta, "acks");
+    const double wait = Get(delta, "wait_seconds");
+    const double busy = Get(delta, "busy_seconds");
     const int open = open_per_key[KeyOf(s)];
     JobRow j;
     j.per_sample = StageTimesOf(a, s, batches > 0 ? samples / batches : 1);
@@ -268,9 +303,10 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     j.transport = s.transport();
     j.streams = open;
     j.samples_per_second = samples / dt;
-    j.bytes_per_second = (s.bytes() - double(base.bytes())) / dt;
+    j.bytes_per_second = Get(delta, "bytes") / dt;
     j.stall_share = Ratio(wait, wait + busy);
-    j.corrupt = s.skipped() - base.skipped();
+    j.corrupt = static_cast<uint64_t>(Get(delta, "skipped"));
+    j.per_second = PerSecond(delta, dt);
     j.verdict = Diagnose(InputFor(j, v, acks / dt));
     total_samples += samples;
     total_batches += batches;
@@ -408,7 +444,8 @@ nlohmann::json ToJson(const TopView& v) {
          {"queued", s.queued},
          {"building", s.building},
          {"stall_share", s.stall_share < 0 ? nlohmann::json(nullptr)
-                                           : nlohmann::json(s.stall_share)}});
+                                           : nlohmann::json(s.stall_share)},
+         {"per_second", s.per_second}});
   }
   out["jobs"] = nlohmann::json::array();
   for (const JobRow& j : v.jobs) {
@@ -424,7 +461,8 @@ nlohmann::json ToJson(const TopView& v) {
                                            : nlohmann::json(j.stall_share)},
          {"corrupt_samples", j.corrupt},
          {"stages", StagesJson(j.per_sample)},
-         {"verdict", VerdictJson(j.verdict)}});
+         {"verdict", VerdictJson(j.verdict)},
+         {"per_second", j.per_second}});
   }
   out["storage"] = nlohmann::json::array();
   for (const StorageRow& s : v.storage) {
