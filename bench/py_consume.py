@@ -12,21 +12,42 @@
 Touches nothing but the batch's shapes, as the DataLoader baseline does
 (a trainer would copy the batch to its GPU here). Prints one JSON object:
 samples, seconds (from before connecting to the end of the stream), first
-batch seconds, cpu_seconds (time.process_time over the same span) and the
-transport used. Closing the stream and letting go of the last batch come
-after that span, as in stoker_bench consume, and are reported apart as
-teardown_cpu_seconds: over shm the process that lets go of the ring last
-pays the kernel for freeing its pages (about 12 ms per 100 MB here), once
-per stream, and which process that is depends on timing.
+batch seconds, cpu_seconds (time.process_time over the same span), the
+transport used, and minor_faults_per_batch: the process's minor page faults
+(getrusage ru_minflt) per batch over the second half of its batches, what
+a batch costs a long run once the output pool has its blocks and most ring
+slots have been read once (a slot's first read faults in its pages, 16 to
+a fault); null under two batches; max_rss_kib, the process's peak resident
+set (ru_maxrss) by the end of the loop. A Loader also reports its output pool
+(stoker._pool) as the stream ends: blocks allocated and reused, and the
+free blocks it keeps. Closing the stream and letting go of the last batch
+come after the measured span, as in stoker_bench consume, and are reported
+apart as teardown_cpu_seconds: over shm the process that lets go of the
+ring last pays the kernel for freeing its pages (about 12 ms per 100 MB
+here), once per stream, and which process that is depends on timing.
 """
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+
+
+def minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def faults_per_batch(faults):
+    """Minor faults per batch over the second half of the batches, from the
+    counter read after each batch (and once before the first)."""
+    half = len(faults) // 2
+    if len(faults) - 1 - half < 1:
+        return None
+    return (faults[-1] - faults[half]) / (len(faults) - 1 - half)
 
 
 def main():
@@ -61,6 +82,8 @@ def main():
     step = a.step_ms / 1000.0
     transport = None
     last = None  # The last batch, kept until the figures are taken.
+    faults = [minor_faults()]  # Before the first batch, then after each.
+    pool = None
     if a.mode == "client":
         client = stoker.Client(a.address)
         stream = client.stream(a.dataset, a.pipeline, a.batch_size, seed=a.seed,
@@ -81,6 +104,7 @@ def main():
                 nbytes = batch.nbytes // len(batch.sample_ids)  # Per sample.
             batches += 1
             batch.release()
+            faults.append(minor_faults())
             if step:
                 time.sleep(step)
             if a.max_batches and batches >= a.max_batches:
@@ -108,6 +132,7 @@ def main():
                     nbytes = sum(t.element_size() * t.nelement()
                                  for t in batch.values()) // samples
                 batches += 1
+                faults.append(minor_faults())
                 if step:
                     time.sleep(step)
                 if a.max_batches and batches >= a.max_batches:
@@ -116,8 +141,14 @@ def main():
             if done:
                 break
         transport = loader.transport
+        out = getattr(loader, "output_pool", None)  # None before the pool.
+        if out is not None:
+            pool = {"keep": out.keep, "allocated": out.allocated,
+                    "reused": out.reused, "free_blocks": out.free_blocks,
+                    "free_bytes": out.free_bytes}
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     del batch, last
     if a.mode == "client":
         stream.close()
@@ -132,7 +163,10 @@ def main():
                "teardown_cpu_seconds": teardown,
                "transport": transport, "status": "OK", "step_ms": a.step_ms,
                "next_seconds_median": (sorted(next_seconds)[len(next_seconds) // 2]
-                                       if next_seconds else 0.0)}, sys.stdout)
+                                       if next_seconds else 0.0),
+               "minor_faults_per_batch": faults_per_batch(faults),
+               "max_rss_kib": max_rss_kib,
+               "output_pool": pool}, sys.stdout)
     sys.stdout.write("\n")
 
 

@@ -20,6 +20,7 @@
 #include "server/cuda/cuda_probe.h"
 #include "server/metrics/log.h"
 #include "server/metrics/stream_log.h"
+#include "stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker {
 namespace {
@@ -203,6 +204,14 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
         credentials.status().code(),
         absl::StrCat(options.source, ": ", credentials.status().message()));
   }
+  if (!options.listen.unix_path.empty()) {
+    absl::Status s =
+        transport::UnixAcceptor::CheckFolder(options.listen.unix_path);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat(options.source, ": ", s.message()));
+    }
+  }
   auto catalog = BuildCatalog(options);
   if (!catalog.ok()) return catalog.status();
   std::unique_ptr<StokerServer> server(
@@ -358,6 +367,13 @@ absl::Status StokerServer::Start() {
             : absl::StrCat(", or listen.tls.key ", listen.tls_key,
                            " does not belong to listen.tls.cert ",
                            listen.tls_cert)));
+  }
+  // The standard health service answers "" (the server) and, for clients
+  // and probes that name the service they use, the Stoker service.
+  if (grpc::HealthCheckServiceInterface* health =
+          server_->GetHealthCheckService();
+      health != nullptr) {
+    health->SetServingStatus(v1::Stoker::service_full_name(), true);
   }
   if (!listen.unix_path.empty()) {
     // Owner and mode first: nobody can connect before Start listens.

@@ -87,6 +87,7 @@ bench/run --smoke --build-dir build --pipelines recipe,dino \
   --skip-decode-only
 bench/jobs --smoke --build-dir build
 bench/memory --smoke --build-dir build
+bench/embedded --smoke --build-dir build
 
 # The service core's tests (tests/service/): the stream protocol, admission,
 # the worker pool, batches. CI runs them under ThreadSanitizer; --tsan runs

@@ -23,7 +23,14 @@ struct ConnectFlags {
 // Adds --address and the --tls-* flags to `cmd`; `flags` must outlive it.
 void AddConnectFlags(CLI::App* cmd, ConnectFlags* flags);
 
+// Checks an --address before any connect, so that a mistake fails at once
+// rather than after gRPC's connect timeout: InvalidArgument for a file path
+// without "unix:" (gRPC would look it up as a host name), suggesting
+// unix:PATH; Unavailable naming the file when a unix:PATH has no file.
+absl::Status CheckAddress(const std::string& address);
+
 // A client for the flags: plaintext, or TLS when a --tls-* flag was given.
+// Fails first as CheckAddress does.
 absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
     const ConnectFlags& flags);
 

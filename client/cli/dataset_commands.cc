@@ -313,7 +313,10 @@ void AddDatasetCommands(CLI::App& app, dataset::ImageCheck validate_image) {
       ->check(CLI::NonNegativeNumber);
   pack->add_option("--threads", pack_flags->threads,
                    "Threads reading, checking and writing; 0 (default) uses "
-                   "one per core")
+                   "one per core. Each thread holds about three times the "
+                   "sample it works on (a 1 GiB sample: about 3 GiB), so "
+                   "peak memory is about 3 x threads x the largest sample: "
+                   "lower it for huge samples")
       ->check(CLI::NonNegativeNumber);
   pack->add_option("--on-error", pack_flags->on_error,
                    "What to do with a bad sample: an unreadable, empty or "

@@ -1,5 +1,6 @@
 // stoker: the command line of Stoker. Subcommands pack, verify and inspect
-// work on datasets; stream consumes a stream from a running stokerd.
+// work on datasets; pull and push copy them to and from shared storage;
+// stream consumes a stream from a running stokerd.
 #include <string>
 #include <string_view>
 
@@ -9,13 +10,14 @@
 #include "client/cli/dataset_commands.h"
 #include "client/cli/stream_command.h"
 #include "client/cli/top_command.h"
+#include "client/cli/transfer_commands.h"
 #include "server/pipeline/decoders/decoder_set.h"
 #include "server/pipeline/decoders/image_decoder.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "stoker: pack datasets for stokerd, check them, and stream "
-      "from a running daemon"};
+      "stoker: pack datasets for stokerd, check them, copy them to and "
+      "from shared storage, and stream from a running daemon"};
   app.require_subcommand(1);
   stoker::cli::AddDatasetCommands(
       app, [](std::string_view bytes) -> absl::StatusOr<std::string> {
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
       });
   stoker::cli::AddStreamCommand(app);
   stoker::cli::AddTopCommand(app);
+  stoker::cli::AddTransferCommands(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

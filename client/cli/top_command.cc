@@ -56,8 +56,8 @@ int RunTop(const TopFlags& flags) {
   absl::StatusOr<std::unique_ptr<Client>> connected =
       ConnectFromFlags(flags.connect);
   if (!connected.ok()) {
-    std::fprintf(stderr, "stoker top: %s\n",
-                 connected.status().ToString().c_str());
+    std::fprintf(stderr, "stoker top: cannot read stats from %s: %s\n",
+                 address.c_str(), connected.status().ToString().c_str());
     return 1;
   }
   Client* const client = connected->get();

@@ -273,9 +273,11 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     const int open = open_per_key[KeyOf(s)];
     JobRow j;
     j.per_sample = StageTimesOf(a, s, batches > 0 ? samples / batches : 1);
-    if (samples <= 0 && acks <= 0 && open == 0 && j.per_sample.Total() <= 0) {
-      continue;  // Neither open nor active: history.
-    }
+    // A job is live while one of its streams is open. One whose streams
+    // all closed is history, whatever it did in the interval: shown as a
+    // row it would read as running, and its verdict would be about
+    // nothing that runs now.
+    if (open == 0) continue;
     j.dataset = s.dataset();
     j.pipeline = s.pipeline();
     j.job_id = s.job_id();

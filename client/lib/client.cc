@@ -104,9 +104,13 @@ absl::StatusOr<std::vector<DatasetSummary>> Client::ListDatasets(
   if (!s.ok()) return FromGrpc(s);
   std::vector<DatasetSummary> out;
   for (const v1::DatasetInfo& d : response.datasets()) {
-    out.push_back({d.name(), d.num_samples(), d.num_shards(), d.bytes(),
+    out.push_back({d.name(),
+                   d.num_samples(),
+                   d.num_shards(),
+                   d.bytes(),
                    {d.classes().begin(), d.classes().end()},
-                   d.manifest_digest()});
+                   d.manifest_digest(),
+                   d.content_digest()});
   }
   return out;
 }

@@ -4,8 +4,10 @@
 #   - stokerd and stoker into PREFIX/bin (default /usr/local),
 #   - the unit into /etc/systemd/system/stokerd.service, with ExecStart
 #     pointing at the installed stokerd,
-#   - /etc/stoker/stokerd.yaml from deploy/systemd/stokerd.yaml, unless one
-#     is there already (it is never overwritten),
+#   - the pipeline presets into PREFIX/share/stoker/presets (where the
+#     installed stokerd looks for them),
+#   - /etc/stoker/stokerd.yaml from config/stokerd.yaml, unless one is
+#     there already (it is never overwritten),
 # then reloads systemd and enables the service (start it once the config
 # names your datasets: `systemctl start stokerd`).
 #
@@ -56,13 +58,15 @@ fi
 BIN="$PREFIX/bin"
 install -d "$ROOT$BIN" "$ROOT/etc/systemd/system" "$ROOT/etc/stoker"
 install -m 0755 "$BUILD/server/stokerd" "$BUILD/client/cli/stoker" "$ROOT$BIN/"
+install -d "$ROOT$PREFIX/share/stoker/presets"
+install -m 0644 config/presets/*.yaml "$ROOT$PREFIX/share/stoker/presets/"
 sed "s|^ExecStart=/usr/local/bin/stokerd |ExecStart=$BIN/stokerd |" \
   deploy/systemd/stokerd.service > "$ROOT/etc/systemd/system/stokerd.service"
 chmod 0644 "$ROOT/etc/systemd/system/stokerd.service"
 if [ -e "$ROOT/etc/stoker/stokerd.yaml" ]; then
   echo "kept the existing /etc/stoker/stokerd.yaml"
 else
-  install -m 0644 deploy/systemd/stokerd.yaml "$ROOT/etc/stoker/stokerd.yaml"
+  install -m 0644 config/stokerd.yaml "$ROOT/etc/stoker/stokerd.yaml"
   echo "installed /etc/stoker/stokerd.yaml: edit its datasets and pipelines"
 fi
 

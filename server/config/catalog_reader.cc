@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "server/config/config_reference.h"
 #include "server/config/op_config_reader.h"
+#include "server/config/presets.h"
 #include "server/config/value_readers.h"
 #include "server/pipeline/pipeline.h"
 #include "server/pipeline/registry.h"
@@ -188,6 +189,95 @@ std::optional<pipeline::PipelineConfig> ReadViewsPipeline(
   return config;
 }
 
+
+// A pipeline's ops as written in `entry` (a list of ops, or the map with
+// views), checked against the registry and accepted by Pipeline::Create.
+std::optional<PipelineOptions> ReadPipelineBody(const MapEntry& e,
+                                                Diagnostics& diag) {
+  const pipeline::OpRegistry& registry = pipeline::OpRegistry::Global();
+  const YAML::Mark mark = e.key_node.Mark();
+  // Every op's node, in the order of Create's op indices.
+  std::vector<YAML::Node> nodes;
+  std::optional<pipeline::PipelineConfig> config;
+  if (e.value.IsMap()) {
+    config = ReadViewsPipeline(e, registry, diag, nodes);
+  } else if (std::optional<std::vector<pipeline::OpConfig>> ops =
+                 ReadOpConfigs(e.value, e.value_mark, e.key, registry, diag);
+             ops) {
+    config = pipeline::PipelineConfig{std::move(*ops), {}};
+    for (const YAML::Node& op : e.value) nodes.push_back(op);
+  }
+  if (!config) return std::nullopt;
+  // The registry checked names and types; Create checks what only the ops
+  // know (values in range, ops in a workable order).
+  absl::StatusOr<std::unique_ptr<pipeline::Pipeline>> created =
+      pipeline::Pipeline::Create(e.key, *config);
+  if (!created.ok()) {
+    // Create's messages usually name the pipeline already. One that an op
+    // caused points at that op's step; the others at the pipeline.
+    const absl::string_view message = created.status().message();
+    const std::string named = absl::StrCat("pipeline '", e.key, "'");
+    const std::optional<size_t> index =
+        pipeline::FailedOpIndex(created.status());
+    const YAML::Mark at =
+        index && *index < nodes.size() ? MarkOf(nodes[*index], mark) : mark;
+    diag.Error(at, absl::StartsWith(message, named)
+                       ? std::string(message)
+                       : absl::StrCat(named, ": ", message));
+    return std::nullopt;
+  }
+  return PipelineOptions{e.key, std::move(config->ops),
+                         std::move(config->views), mark.line + 1};
+}
+
+// A pipeline written {preset: NAME}: the ops of the preset file NAME.yaml
+// in `presets_dir` (or the folder FindPresetsDir finds). Mistakes in the
+// preset file are reported at the preset's line, each with its place in
+// the preset file.
+std::optional<PipelineOptions> ReadPresetPipeline(
+    const MapEntry& e, const std::string& presets_dir, Diagnostics& diag) {
+  const std::string section = absl::StrCat("pipeline '", e.key, "'");
+  std::optional<std::string> name;
+  for (const MapEntry& p : ReadMap(e.value, section, {"preset"}, diag)) {
+    name = ReadString(p, absl::StrCat("pipelines.", e.key, ".preset"),
+                      "a preset name like imagenet_train", diag);
+  }
+  if (!name) return std::nullopt;
+  const YAML::Mark mark = MarkOf(e.value["preset"], e.value_mark);
+  absl::StatusOr<std::string> dir = FindPresetsDir(presets_dir);
+  absl::StatusOr<std::string> path =
+      dir.ok() ? PresetPath(*dir, *name) : dir.status();
+  if (!path.ok()) {
+    diag.Error(mark, absl::StrCat(section, ": ", path.status().message()));
+    return std::nullopt;
+  }
+  Diagnostics preset_diag(*path);
+  std::optional<PipelineOptions> pipeline;
+  // yaml-cpp throws; this is its edge for the preset file.
+  try {
+    const YAML::Node body = YAML::LoadFile(*path);
+    MapEntry preset = e;
+    preset.value = body;
+    preset.value_mark = MarkOf(body, YAML::Mark());
+    if (!body.IsDefined() || body.IsNull()) {
+      preset_diag.Error(YAML::Mark(),
+                        "the preset is empty; expected a list of ops");
+    } else {
+      pipeline = ReadPipelineBody(preset, preset_diag);
+    }
+  } catch (const YAML::Exception& error) {
+    preset_diag.Error(error.mark, absl::StrCat("invalid YAML: ", error.msg));
+  }
+  if (!preset_diag.ok()) {
+    diag.Error(mark, absl::StrCat(section, ": preset '", *name,
+                                  "' has mistakes:\n",
+                                  preset_diag.ToStatus().message()));
+    return std::nullopt;
+  }
+  pipeline->line = e.key_node.Mark().line + 1;
+  return pipeline;
+}
+
 }  // namespace
 
 std::vector<DatasetOptions> ReadDatasets(const MapEntry& entry,
@@ -211,6 +301,7 @@ std::vector<DatasetOptions> ReadDatasets(const MapEntry& entry,
 }
 
 std::vector<PipelineOptions> ReadPipelines(const MapEntry& entry,
+                                           const std::string& presets_dir,
                                            Diagnostics& diag) {
   std::vector<PipelineOptions> pipelines;
   if (!ExpectMap(entry, "pipelines",
@@ -223,43 +314,13 @@ std::vector<PipelineOptions> ReadPipelines(const MapEntry& entry,
                "[decode_jpeg, center_crop: {size: 224}]}");
     return pipelines;
   }
-  const pipeline::OpRegistry& registry = pipeline::OpRegistry::Global();
   for (const MapEntry& e : ReadMap(entry.value, "pipelines", diag)) {
-    const YAML::Mark mark = e.key_node.Mark();
     if (!CheckName(e, "pipeline", diag)) continue;
-    // Every op's node, in the order of Create's op indices.
-    std::vector<YAML::Node> nodes;
-    std::optional<pipeline::PipelineConfig> config;
-    if (e.value.IsMap()) {
-      config = ReadViewsPipeline(e, registry, diag, nodes);
-    } else if (std::optional<std::vector<pipeline::OpConfig>> ops =
-                   ReadOpConfigs(e.value, e.value_mark, e.key, registry, diag);
-               ops) {
-      config = pipeline::PipelineConfig{std::move(*ops), {}};
-      for (const YAML::Node& op : e.value) nodes.push_back(op);
-    }
-    if (!config) continue;
-    // The registry checked names and types; Create checks what only the ops
-    // know (values in range, ops in a workable order).
-    absl::StatusOr<std::unique_ptr<pipeline::Pipeline>> created =
-        pipeline::Pipeline::Create(e.key, *config);
-    if (!created.ok()) {
-      // Create's messages usually name the pipeline already. One that an op
-      // caused points at that op's step; the others at the pipeline.
-      const absl::string_view message = created.status().message();
-      const std::string named = absl::StrCat("pipeline '", e.key, "'");
-      const std::optional<size_t> index =
-          pipeline::FailedOpIndex(created.status());
-      const YAML::Mark at =
-          index && *index < nodes.size() ? MarkOf(nodes[*index], mark) : mark;
-      diag.Error(at, absl::StartsWith(message, named)
-                         ? std::string(message)
-                         : absl::StrCat(named, ": ", message));
-      continue;
-    }
-    pipelines.push_back(PipelineOptions{e.key, std::move(config->ops),
-                                        std::move(config->views),
-                                        mark.line + 1});
+    std::optional<PipelineOptions> pipeline =
+        e.value.IsMap() && e.value["preset"]
+            ? ReadPresetPipeline(e, presets_dir, diag)
+            : ReadPipelineBody(e, diag);
+    if (pipeline) pipelines.push_back(std::move(*pipeline));
   }
   return pipelines;
 }

@@ -10,6 +10,7 @@
 #define STOKER_SERVER_CONFIG_CATALOG_READER_H_
 
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "server/config/options.h"
@@ -28,9 +29,11 @@ std::vector<DatasetOptions> ReadDatasets(const MapEntry& entry,
 // Reads the `pipelines` entry: a non-empty map of names to lists of ops
 // (see ReadOpConfigs), each accepted by pipeline::Pipeline::Create, whose
 // errors are reported at the op that caused them (FailedOpIndex), else at
-// the pipeline's name. Returns the pipelines that had
-// no mistakes, in file order.
+// the pipeline's name. A pipeline written {preset: NAME} takes the ops of
+// NAME.yaml in `presets_dir` (empty: the folder FindPresetsDir finds; see
+// presets.h). Returns the pipelines that had no mistakes, in file order.
 std::vector<PipelineOptions> ReadPipelines(const MapEntry& entry,
+                                           const std::string& presets_dir,
                                            Diagnostics& diag);
 
 }  // namespace stoker::config::internal

@@ -1,7 +1,6 @@
 #include "server/config/config_loader.h"
 
 #include <sys/un.h>
-#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -12,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -53,8 +51,10 @@ constexpr size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
 class ConfigReader {
  public:
   // `base_dir` is the absolute directory relative paths resolve against.
-  ConfigReader(std::string source, fs::path base_dir)
-      : base_dir_(std::move(base_dir)), diag_(source) {
+  ConfigReader(std::string source, fs::path base_dir, std::string presets)
+      : base_dir_(std::move(base_dir)),
+        presets_dir_(std::move(presets)),
+        diag_(source) {
     options_.source = std::move(source);
   }
 
@@ -72,6 +72,7 @@ class ConfigReader {
   void ReadJobs(const MapEntry& entry);
 
   const fs::path base_dir_;
+  const std::string presets_dir_;
   Diagnostics diag_;
   ServerOptions options_;
 };
@@ -121,7 +122,7 @@ absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
     } else if (entry.key == "datasets") {
       options_.datasets = internal::ReadDatasets(entry, base_dir_, diag_);
     } else if (entry.key == "pipelines") {
-      options_.pipelines = internal::ReadPipelines(entry, diag_);
+      options_.pipelines = internal::ReadPipelines(entry, presets_dir_, diag_);
     }
   }
   static constexpr std::pair<absl::string_view, absl::string_view> kRequired[] =
@@ -427,65 +428,23 @@ void ConfigReader::ReadMetrics(const MapEntry& entry) {
   }
 }
 
-// Records where each document of a YAML stream starts; ignores the rest.
-class DocumentStarts : public YAML::EventHandler {
- public:
-  std::vector<YAML::Mark> marks;
-
-  void OnDocumentStart(const YAML::Mark& mark) override {
-    marks.push_back(mark);
-  }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
-// Where each YAML document of `text` starts. Not YAML::LoadAll: on some
-// inputs (a lone "," at the top level, found by tests/fuzz) yaml-cpp 0.7's
-// parser yields empty documents at the same place forever, and LoadAll
-// allocates until the process dies. Here a document that starts where the
-// one before it did is an error. Throws YAML::Exception.
-std::vector<YAML::Mark> FindDocuments(const std::string& text) {
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  DocumentStarts starts;
-  size_t handled = 0;
-  while (parser.HandleNextDocument(starts)) {
-    ++handled;
-    const std::vector<YAML::Mark>& m = starts.marks;
-    if (m.size() != handled ||
-        (handled >= 2 && m[handled - 1].pos <= m[handled - 2].pos)) {
-      throw YAML::ParserException(
-          m.empty() ? YAML::Mark() : m.back(),
-          "the parser does not advance here (a stray ',' at the top level?)");
-    }
-  }
-  return starts.marks;
-}
-
 absl::StatusOr<ServerOptions> LoadFromText(std::string_view yaml,
                                            std::string source,
-                                           fs::path base_dir) {
+                                           fs::path base_dir,
+                                           const LoadOptions& load) {
   Diagnostics diag(source);
   // yaml-cpp throws; this is its edge.
   try {
     const std::string text(yaml);
-    const std::vector<YAML::Mark> documents = FindDocuments(text);
+    const std::vector<YAML::Mark> documents = internal::FindDocuments(text);
     if (documents.size() > 1) {
       diag.Error(documents[1],
                  absl::StrCat("the config has ", documents.size(),
                               " YAML documents; expected one"));
       return diag.ToStatus();
     }
-    ConfigReader reader(std::move(source), std::move(base_dir));
+    ConfigReader reader(std::move(source), std::move(base_dir),
+                        load.presets_dir);
     return reader.Read(documents.empty() ? YAML::Node() : YAML::Load(text));
   } catch (const YAML::Exception& e) {
     diag.Error(e.mark, absl::StrCat("invalid YAML: ", e.msg));
@@ -495,7 +454,8 @@ absl::StatusOr<ServerOptions> LoadFromText(std::string_view yaml,
 
 }  // namespace
 
-absl::StatusOr<ServerOptions> LoadConfigFile(const std::string& path) {
+absl::StatusOr<ServerOptions> LoadConfigFile(const std::string& path,
+                                             const LoadOptions& load) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(
       std::fopen(path.c_str(), "rb"), &std::fclose);
   if (file == nullptr) {
@@ -512,17 +472,19 @@ absl::StatusOr<ServerOptions> LoadConfigFile(const std::string& path) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat("cannot read config file '", path, "'"));
   }
-  return LoadConfigString(text, path);
+  return LoadConfigString(text, path, load);
 }
 
 absl::StatusOr<ServerOptions> LoadConfigString(std::string_view yaml,
-                                               std::string_view source_name) {
+                                               std::string_view source_name,
+                                               const LoadOptions& load) {
   fs::path dir = fs::path(std::string(source_name)).parent_path();
   if (dir.empty()) dir = ".";
   std::error_code error;
   fs::path absolute = fs::absolute(dir, error);
   if (error) absolute = dir;
-  return LoadFromText(yaml, std::string(source_name), std::move(absolute));
+  return LoadFromText(yaml, std::string(source_name), std::move(absolute),
+                      load);
 }
 
 }  // namespace stoker::config

@@ -26,17 +26,26 @@
 
 namespace stoker::config {
 
+// How to load, beyond the text itself.
+struct LoadOptions {
+  // The pipeline presets folder for `{preset: NAME}`; empty: the one
+  // FindPresetsDir finds (presets.h).
+  std::string presets_dir;
+};
+
 // Reads and checks the config file at `path`. Relative paths in it (dataset
 // paths, the unix socket) resolve against the file's directory. A file that
 // cannot be read gives the status of the failed read (NotFound,
 // PermissionDenied, ...) naming the path.
-absl::StatusOr<ServerOptions> LoadConfigFile(const std::string& path);
+absl::StatusOr<ServerOptions> LoadConfigFile(const std::string& path,
+                                             const LoadOptions& load = {});
 
 // Checks `yaml` as if it were read from a file named `source_name`: messages
 // start with `source_name`, and relative paths resolve against its directory
 // (the current directory if it has none).
 absl::StatusOr<ServerOptions> LoadConfigString(std::string_view yaml,
-                                               std::string_view source_name);
+                                               std::string_view source_name,
+                                               const LoadOptions& load = {});
 
 }  // namespace stoker::config
 

@@ -220,7 +220,13 @@ const std::vector<KeyDoc>& Keys() {
        "`- OP: VALUE` for an op whose table row says it takes a bare value "
        "(today `layout`), or `- OP` for an op without arguments. A map "
        "(`decode`, `views`) makes a pipeline with views: several augmented "
-       "crops of each sample in one batch (DINO, SimCLR)."},
+       "crops of each sample in one batch (DINO, SimCLR). `{preset: "
+       "NAME}` takes the ops of a pipeline preset (below)."},
+      {"pipelines.NAME.preset", "preset name", "none",
+       "The pipeline preset whose ops this pipeline has: the file NAME.yaml "
+       "of the presets folder (`--presets DIR`, `$STOKER_PRESETS`, "
+       "share/stoker/presets of the install, or the source tree's "
+       "config/presets)."},
       {"pipelines.NAME.decode", "list of ops", "[decode_image]",
        "With views: the decode and fields ops (decode_image, drop_fields, "
        "ragged_limit), shared by every view; the image is decoded once for "

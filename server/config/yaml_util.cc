@@ -1,8 +1,11 @@
 #include "server/config/yaml_util.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +83,27 @@ std::vector<MapEntry> ReadMapImpl(const YAML::Node& map,
   }
   return entries;
 }
+
+// Records where each document of a YAML stream starts; ignores the rest.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    marks.push_back(mark);
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
 
 }  // namespace
 
@@ -197,5 +221,24 @@ std::string UnknownNameMessage(absl::string_view kind, absl::string_view word,
   }
   return message;
 }
+
+std::vector<YAML::Mark> FindDocuments(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  size_t handled = 0;
+  while (parser.HandleNextDocument(starts)) {
+    ++handled;
+    const std::vector<YAML::Mark>& m = starts.marks;
+    if (m.size() != handled ||
+        (handled >= 2 && m[handled - 1].pos <= m[handled - 2].pos)) {
+      throw YAML::ParserException(
+          m.empty() ? YAML::Mark() : m.back(),
+          "the parser does not advance here (a stray ',' at the top level?)");
+    }
+  }
+  return starts.marks;
+}
+
 
 }  // namespace stoker::config::internal

@@ -118,6 +118,13 @@ std::string UnknownNameMessage(absl::string_view kind, absl::string_view word,
                                absl::string_view section,
                                const std::vector<std::string>& known);
 
+// Where each YAML document of `text` starts. Not YAML::LoadAll: on some
+// inputs (a lone "," at the top level, found by tests/fuzz) yaml-cpp 0.7's
+// parser yields empty documents at the same place forever, and LoadAll
+// allocates until the process dies. Here a document that starts where the
+// one before it did is an error. Throws YAML::Exception.
+std::vector<YAML::Mark> FindDocuments(const std::string& text);
+
 }  // namespace stoker::config::internal
 
 #endif  // STOKER_SERVER_CONFIG_YAML_UTIL_H_

@@ -10,6 +10,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "server/dataset/content_digest.h"
 
 namespace stoker::dataset {
 namespace {
@@ -116,6 +117,24 @@ Dataset::Dataset(std::string name, std::string dir, Manifest manifest,
       damaged_(new std::atomic<bool>[shards_.size()]),
       damage_(shards_.size()) {
   for (size_t i = 0; i < shards_.size(); ++i) damaged_[i] = false;
+}
+
+absl::StatusOr<std::string> Dataset::ContentDigest() const {
+  absl::MutexLock lock(&digest_mu_);
+  if (digest_.has_value()) return *digest_;
+  absl::StatusOr<std::string> digest =
+      ContentDigestOf(shards_, manifest_, dir_);
+  if (digest.ok() && !manifest_.content_digest.empty() &&
+      *digest != manifest_.content_digest) {
+    digest = absl::DataLossError(
+        absl::StrCat("dataset '", name_, "': its records have content digest ",
+                     *digest, ", its manifest says ", manifest_.content_digest,
+                     ": they are not the records it was packed with"));
+  } else if (!digest.ok()) {
+    digest = Prefix(digest.status(), absl::StrCat("dataset '", name_, "': "));
+  }
+  digest_ = digest;
+  return digest;
 }
 
 int Dataset::FieldIndex(std::string_view field) const {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +81,12 @@ class Dataset {
   absl::Status Read(
       uint64_t id, absl::FunctionRef<absl::Status(const RecordView&)> fn) const;
 
+  // The content digest of the records (content_digest.h), computed from
+  // them on the first call (one page read per record) and kept. DataLoss
+  // when the manifest stores another one: the records are not those the
+  // dataset was packed with.
+  absl::StatusOr<std::string> ContentDigest() const;
+
   // The shards found damaged so far, in shard order; empty while healthy.
   std::vector<ShardDamage> Damage() const;
   bool healthy() const { return !any_damage_.load(std::memory_order_relaxed); }
@@ -108,6 +115,11 @@ class Dataset {
   // reason is stored; a read that sees it set returns the reason.
   const std::unique_ptr<std::atomic<bool>[]> damaged_;
   mutable std::atomic<bool> any_damage_{false};
+  // ContentDigest(), once computed.
+  mutable absl::Mutex digest_mu_;
+  mutable std::optional<absl::StatusOr<std::string>> digest_
+      ABSL_GUARDED_BY(digest_mu_);
+
   mutable absl::Mutex damage_mu_;
   mutable std::vector<std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
 };

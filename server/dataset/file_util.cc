@@ -32,13 +32,18 @@ class FdCloser {
 }  // namespace
 
 absl::Status ReadFileToString(const std::string& path, std::string* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a blocking open of a FIFO waits for a writer, maybe
+  // forever, before fstat could refuse it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoError("cannot open");
   FdCloser closer(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoError("cannot stat");
   if (!S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError("not a regular file");
+  }
+  if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    return ErrnoError("cannot set blocking reads");
   }
   out->resize(st.st_size);
   size_t done = 0;

@@ -220,6 +220,74 @@ absl::Status ParseFields(const Parser& p, int version, const Json& fields,
   return absl::OkStatus();
 }
 
+// Whether `name` can name a file inside the dataset directory.
+bool IsPlainFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string::npos;
+}
+
+absl::Status CheckDigest(const Parser& p, const std::string& key,
+                         const std::string& digest) {
+  constexpr absl::string_view kPrefix = "xxh3-128:";
+  if (!absl::StartsWith(digest, kPrefix) ||
+      digest.size() != kPrefix.size() + 32 ||
+      digest.find_first_not_of("0123456789abcdef", kPrefix.size()) !=
+          std::string::npos) {
+    return p.Error(key, absl::StrCat("is '", digest,
+                                     "', expected xxh3-128: and 32 hex "
+                                     "digits"));
+  }
+  return absl::OkStatus();
+}
+
+// The optional keys of a shard entry: "digest" and "index".
+absl::Status ParseShardExtras(const Parser& p, const Json& s,
+                              const std::string& key, ShardInfo* shard) {
+  if (auto st = p.GetString(s, key, "digest", &shard->digest); !st.ok()) {
+    return st;
+  }
+  if (s.contains("digest")) {
+    if (auto st = CheckDigest(p, key + ".digest", shard->digest); !st.ok()) {
+      return st;
+    }
+  }
+  if (!s.contains("index")) return absl::OkStatus();
+  const std::string ikey = key + ".index";
+  const Json& index = s.at("index");
+  if (auto st = p.CheckObject(index, ikey, {"file", "bytes", "digest"}, {});
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = p.GetString(index, ikey, "file", &shard->index_file);
+      !st.ok()) {
+    return st;
+  }
+  if (!IsPlainFileName(shard->index_file) ||
+      shard->index_file == shard->file) {
+    return p.Error(ikey + ".file", absl::StrCat("'", shard->index_file,
+                                                "' is not a plain file name "
+                                                "apart from the shard's"));
+  }
+  if (auto st = p.GetUint(index, ikey, "bytes", &shard->index_bytes);
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = p.GetString(index, ikey, "digest", &shard->index_digest);
+      !st.ok()) {
+    return st;
+  }
+  return CheckDigest(p, ikey + ".digest", shard->index_digest);
+}
+
+void SerializeShardExtras(const ShardInfo& s, nlohmann::ordered_json* out) {
+  if (!s.digest.empty()) (*out)["digest"] = s.digest;
+  if (s.has_index()) {
+    (*out)["index"] = {{"file", s.index_file},
+                       {"bytes", s.index_bytes},
+                       {"digest", s.index_digest}};
+  }
+}
+
 absl::Status ParseShards(const Parser& p, const Json& shards,
                          uint64_t num_samples, std::vector<ShardInfo>* out) {
   if (!shards.is_array() || shards.empty()) {
@@ -231,7 +299,8 @@ absl::Status ParseShards(const Parser& p, const Json& shards,
     const std::string key = absl::StrCat("shards[", i, "]");
     const Json& s = shards[i];
     if (auto st = p.CheckObject(
-            s, key, {"file", "first_id", "num_samples", "bytes"}, {});
+            s, key, {"file", "first_id", "num_samples", "bytes"},
+            {"digest", "index"});
         !st.ok()) {
       return st;
     }
@@ -243,14 +312,18 @@ absl::Status ParseShards(const Parser& p, const Json& shards,
       if (auto st = p.GetUint(s, key, k, v); !st.ok()) return st;
     }
     // The file must stay inside the dataset directory.
-    if (shard.file.empty() || shard.file == "." || shard.file == ".." ||
-        shard.file.find('/') != std::string::npos) {
+    if (!IsPlainFileName(shard.file)) {
       return p.Error(key + ".file", absl::StrCat("'", shard.file,
                                                  "' is not a plain file name"));
     }
+    if (auto st = ParseShardExtras(p, s, key, &shard); !st.ok()) return st;
     if (!files.insert(shard.file).second) {
       return p.Error(key + ".file",
                      absl::StrCat("duplicate file '", shard.file, "'"));
+    }
+    if (shard.has_index() && !files.insert(shard.index_file).second) {
+      return p.Error(key + ".index.file",
+                     absl::StrCat("duplicate file '", shard.index_file, "'"));
     }
     if (shard.first_id != next_id) {
       return p.Error(key + ".first_id",
@@ -269,6 +342,21 @@ absl::Status ParseShards(const Parser& p, const Json& shards,
   return absl::OkStatus();
 }
 
+// "content_digest", when present: 16 lowercase hex digits
+// (content_digest.h).
+absl::Status ParseContentDigest(const Parser& p, const Json& root,
+                                std::string* digest) {
+  if (auto s = p.GetString(root, "", "content_digest", digest); !s.ok()) {
+    return s;
+  }
+  if (!root.contains("content_digest")) return absl::OkStatus();
+  const bool hex =
+      digest->size() == 16 &&
+      digest->find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!hex) return p.Error("content_digest", "expected 16 hex digits");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Manifest> ParseManifest(std::string_view json,
@@ -279,7 +367,7 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json,
   if (auto s = p.CheckObject(
           root, "",
           {"format_version", "name", "num_samples", "fields", "shards"},
-          {"classes", "created", "source"});
+          {"classes", "created", "source", "content_digest"});
       !s.ok()) {
     return s;
   }
@@ -320,6 +408,9 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json,
   }
   if (auto s = p.GetString(root, "", "created", &m.created); !s.ok()) return s;
   if (auto s = p.GetString(root, "", "source", &m.source); !s.ok()) return s;
+  if (auto s = ParseContentDigest(p, root, &m.content_digest); !s.ok()) {
+    return s;
+  }
   return m;
 }
 
@@ -341,19 +432,22 @@ std::string SerializeManifest(const Manifest& m) {
   }
   nlohmann::ordered_json shards = nlohmann::ordered_json::array();
   for (const ShardInfo& s : m.shards) {
-    shards.push_back({{"file", s.file},
-                      {"first_id", s.first_id},
-                      {"num_samples", s.num_samples},
-                      {"bytes", s.bytes}});
+    nlohmann::ordered_json shard = {{"file", s.file},
+                                    {"first_id", s.first_id},
+                                    {"num_samples", s.num_samples},
+                                    {"bytes", s.bytes}};
+    SerializeShardExtras(s, &shard);
+    shards.push_back(std::move(shard));
   }
-  const nlohmann::ordered_json root = {{"format_version", kFormatVersion},
-                                       {"name", m.name},
-                                       {"num_samples", m.num_samples},
-                                       {"fields", fields},
-                                       {"classes", m.classes},
-                                       {"shards", shards},
-                                       {"created", m.created},
-                                       {"source", m.source}};
+  nlohmann::ordered_json root = {{"format_version", kFormatVersion},
+                                 {"name", m.name},
+                                 {"num_samples", m.num_samples},
+                                 {"fields", fields},
+                                 {"classes", m.classes},
+                                 {"shards", shards},
+                                 {"created", m.created},
+                                 {"source", m.source}};
+  if (!m.content_digest.empty()) root["content_digest"] = m.content_digest;
   // Pack refuses names that are not UTF-8; should one come here anyway, it
   // is replaced (U+FFFD) rather than thrown as an exception.
   return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +

@@ -15,9 +15,13 @@
 //        "shape": [-1, 4], "max_length": 57}],
 //     "classes": ["cat", "dog"],
 //     "shards": [{"file": "shard-00000.lmdb", "first_id": 0,
-//                 "num_samples": 3, "bytes": 98304}],
+//                 "num_samples": 3, "bytes": 98304,
+//                 "digest": "xxh3-128:5f0c...",
+//                 "index": {"file": "shard-00000.idx", "bytes": 80,
+//                           "digest": "xxh3-128:9a1e..."}}],
 //     "created": "2024-05-01T12:00:00Z",
-//     "source": "/data/raw/train"
+//     "source": "/data/raw/train",
+//     "content_digest": "5f0c2a9e1b7d3c84"
 //   }
 //
 // A field's kind is one of FieldKindRegistry's (field_kind.h). "dtype" and
@@ -25,7 +29,11 @@
 // for the others; "max_length" (the longest value, in rows or bytes) is
 // written for a field of variable length, and "formats" for an image field,
 // and both may be left out. "classes", "created" and "source" may be left
-// out; every other key is required and no other key is allowed.
+// out, as may "content_digest" (content_digest.h; packs made before it
+// have none); every other key is required and no other key is allowed. A
+// shard's "digest" (of the whole file) and "index" (its record index and that
+// file's digest; shard_index.h) may be left out: packs made before them have
+// none, and are then checked record by record.
 //
 // Format version 1 (every dataset packed before typed fields) has fields
 // {"name", "kind": "bytes"|"int64", "content_type"}; ParseManifest reads it
@@ -56,6 +64,13 @@ struct ShardInfo {
   uint64_t first_id = 0;
   uint64_t num_samples = 0;
   uint64_t bytes = 0;  // The size of the shard file.
+  // Optional (shard_index.h); empty when the manifest records none.
+  std::string digest{};        // "xxh3-128:HEX" of the shard file.
+  std::string index_file{};    // Its record index, a plain file name.
+  uint64_t index_bytes = 0;    // The index file's size.
+  std::string index_digest{};  // "xxh3-128:HEX" of the index file.
+
+  bool has_index() const { return !index_file.empty(); }
 };
 
 struct Manifest {
@@ -69,6 +84,9 @@ struct Manifest {
   std::vector<ShardInfo> shards;
   std::string created;  // UTC, ISO 8601.
   std::string source;   // Where the samples came from.
+  // The records' digest as pack computed it (content_digest.h); empty for
+  // a pack made before pack wrote it.
+  std::string content_digest;
 };
 
 // Parses and checks a manifest. Every error is InvalidArgument and names

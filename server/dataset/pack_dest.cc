@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -36,26 +35,74 @@ std::string ParentOf(const std::string& dst) {
   return parent.empty() ? "." : parent.string();
 }
 
+// Whether `dir` holds a pack's marker file (not a link, not a folder).
+bool HasMarker(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(
+      fs::symlink_status(fs::path(dir) / kPackTempMarker, ec));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PackTempDir>> PackTempDir::Create(
     const std::string& dst) {
   const std::string path = absl::StrCat(dst, ".tmp-", ::getpid());
   std::error_code ec;
-  fs::remove_all(path, ec);
-  if (!fs::create_directory(path, ec)) {
-    return absl::ErrnoToStatus(
-        ec.value(), absl::StrCat("cannot create ", path, ": ", ec.message()));
+  if (fs::exists(path, ec)) {
+    // Left by an earlier process with our pid, or someone's own folder.
+    if (!HasMarker(path)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot create ", path, ": a folder of that name exists and is not "
+          "a pack's temporary folder (it has no ", kPackTempMarker,
+          "); move it away"));
+    }
+    fs::remove_all(path, ec);
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (absl::Status s = CheckDestParent(dst); !s.ok()) return s;
+  if (!fs::create_directory(path, ec)) {
+    return absl::ErrnoToStatus(ec.value(),
+                               absl::StrCat("cannot create ", path));
+  }
+  const std::string marker = absl::StrCat(path, "/", kPackTempMarker);
+  const int marker_fd =
+      ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = marker_fd < 0 ? -1
+                               : ::open(path.c_str(),
+                                        O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
+    if (marker_fd >= 0) ::close(marker_fd);
     if (fd >= 0) ::close(fd);
     fs::remove_all(path, ec);
-    return absl::ErrnoToStatus(
-        err, absl::StrCat("cannot lock ", path, ": ", std::strerror(err)));
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot set up ", path));
   }
+  ::close(marker_fd);
   return std::unique_ptr<PackTempDir>(new PackTempDir(path, fd));
+}
+
+absl::Status PackTempDir::RemoveMarker() {
+  const std::string marker = absl::StrCat(path_, "/", kPackTempMarker);
+  if (::unlink(marker.c_str()) != 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot remove ", marker));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDestParent(const std::string& dst) {
+  const std::string parent = ParentOf(dst);
+  std::error_code ec;
+  const fs::file_status st = fs::status(parent, ec);
+  if (!fs::exists(st)) {
+    return absl::NotFoundError(absl::StrCat(
+        "cannot pack into ", dst, ": its parent folder ", parent,
+        " does not exist; create it first (mkdir -p ", parent, ")"));
+  }
+  if (!fs::is_directory(st)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot pack into ", dst, ": ", parent, " is not a folder"));
+  }
+  return absl::OkStatus();
 }
 
 PackTempDir::~PackTempDir() {
@@ -81,6 +128,8 @@ std::vector<std::string> RemoveStaleTempDirs(const std::string& dst) {
     // Alive, or alive as someone else's (EPERM): not ours to remove.
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
     const std::string path = it->path().string();
+    // No marker: a folder that only has a pack's name, not ours to remove.
+    if (!HasMarker(path)) continue;
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) continue;
     // A pack in another PID namespace still holds its lock.

@@ -2,11 +2,13 @@
 // DST.tmp-<pid> a pack writes into, the removal of those that killed packs
 // left behind, and what the destination's filesystem has room for.
 //
-// A pack holds an flock on its temporary folder for as long as it runs. A
-// later pack of the same DST removes a DST.tmp-<pid> only if no process
-// with that pid is alive and the lock is free, so it never removes the
-// folder of a pack that is still running (not one in another PID
-// namespace, nor one whose pid was reused).
+// A pack writes a marker file into its temporary folder first and holds an
+// flock on the folder for as long as it runs. A later pack of the same DST
+// removes a DST.tmp-<pid> only if it holds the marker (so a user's own
+// folder of that name is never touched), no process with that pid is alive
+// and the lock is free (so it never removes the folder of a pack that is
+// still running, not one in another PID namespace, nor one whose pid was
+// reused).
 //
 // Thread-safe: the functions share no state.
 #ifndef STOKER_SERVER_DATASET_PACK_DEST_H_
@@ -27,7 +29,9 @@ namespace stoker::dataset {
 // was renamed to DST).
 class PackTempDir {
  public:
-  // Creates `dst`.tmp-<our pid>, replacing a folder of that name.
+  // Creates `dst`.tmp-<our pid> with its marker, replacing a pack's folder
+  // of that name; FailedPrecondition if a folder of that name is not a
+  // pack's.
   static absl::StatusOr<std::unique_ptr<PackTempDir>> Create(
       const std::string& dst);
   ~PackTempDir();
@@ -36,6 +40,9 @@ class PackTempDir {
   PackTempDir& operator=(const PackTempDir&) = delete;
 
   const std::string& path() const { return path_; }
+  // Removes the marker, so that the folder, once renamed to DST, holds
+  // the dataset alone.
+  absl::Status RemoveMarker();
   void Keep() { kept_ = true; }
 
  private:
@@ -46,6 +53,14 @@ class PackTempDir {
   const int lock_fd_;  // Holds the flock; closed in the destructor.
   bool kept_ = false;
 };
+
+// The file that marks a folder as a pack's temporary folder.
+inline constexpr char kPackTempMarker[] = ".stoker-pack-temp";
+
+// NotFound naming DST's parent folder when it does not exist (a pack
+// creates DST, not the folders above it); FailedPrecondition when it is
+// not a folder.
+absl::Status CheckDestParent(const std::string& dst);
 
 // Removes every `dst`.tmp-<pid> whose pack is gone (see above) and returns
 // one line per folder removed, or that could not be, e.g.

@@ -13,11 +13,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/dataset/content_digest.h"
 #include "server/dataset/file_util.h"
 #include "server/dataset/importer.h"
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/pack_dest.h"
 #include "server/dataset/record.h"
+#include "server/dataset/skip_summary.h"
+#include "server/dataset/shard_index.h"
 
 namespace stoker::dataset {
 namespace {
@@ -429,6 +432,7 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("shards is ", o.shards));
   }
   if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
+  if (absl::Status s = CheckDestParent(dst); !s.ok()) return s;
   std::error_code ec;
   if (fs::is_directory(source, ec) && IsInside(dst, source)) {
     // A second pack would list the first one's files as a class.
@@ -482,17 +486,22 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   absl::StatusOr<ScanResult> scan = ScanAll(*importer, *listing, o, threads);
   if (!scan.ok()) return scan.status();
   if (scan->good.empty()) {
-    // Say why, at least for the first: the report that lists them all
-    // never comes.
-    const SkippedFile& first = scan->skipped.front();
+    // Say why, by reason: the report that lists them all never comes.
     return absl::InvalidArgumentError(absl::StrCat(
         "nothing to pack: all ", scan->skipped.size(), " samples in ", source,
-        " were skipped; the first, ", first.path, ": ", first.reason));
+        " were skipped, for these reasons:\n",
+        SummarizeSkipped(scan->skipped)));
   }
   std::vector<FieldSpec> schema = CompleteSchema(listing->schema, *scan);
   absl::StatusOr<std::vector<ShardInfo>> shards =
       WriteShards(tmp, dst, *importer, *listing, *scan, schema, o, threads);
   if (!shards.ok()) return shards.status();
+  if (absl::Status s = IndexShards(tmp, &*shards, threads); !s.ok()) {
+    if (FreeBytes(tmp) < 64 * 4096) {
+      return NoSpaceError(dst, 64 * 4096, FreeBytes(tmp), s.message());
+    }
+    return s;
+  }
 
   PackReport report;
   report.skipped = std::move(scan->skipped);
@@ -504,6 +513,10 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   m.shards = *std::move(shards);
   m.created = NowUtc();
   m.source = EscapeNonUtf8(fs::absolute(source, ec).string());
+  // From the shards as written: what a daemon computes from them too.
+  absl::StatusOr<std::string> digest = ComputeContentDigest(tmp, m);
+  if (!digest.ok()) return digest.status();
+  m.content_digest = *std::move(digest);
   if (absl::Status s = WriteManifest(tmp, m); !s.ok()) {
     if (FreeBytes(tmp) < 64 * 4096) {
       return NoSpaceError(dst, 64 * 4096, FreeBytes(tmp), s.message());
@@ -513,6 +526,7 @@ absl::StatusOr<PackReport> Pack(const PackOptions& o) {
 
   // Replace DST (checked again: it may have appeared during the pack).
   if (absl::Status s = CheckDestination(dst, o.force); !s.ok()) return s;
+  if (absl::Status s = (*temp)->RemoveMarker(); !s.ok()) return s;
   if (absl::Status s = Publish(tmp, dst); !s.ok()) return s;
   (*temp)->Keep();
   report.seconds =

@@ -11,7 +11,8 @@
 // the result does not depend on thread timing, and split into shards of
 // contiguous ids. "write" fills the shards in parallel, one LMDB
 // environment per shard, appending in key order; each sample is read again
-// and must not have changed since the scan.
+// and must not have changed since the scan. Each finished shard is then
+// read once more for its digest and record index (shard_index.h).
 //
 // Everything is written into the sibling folder DST.tmp-<pid>, which is
 // renamed to DST only once the shards and manifest are on disk, so an

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/dataset/file_util.h"
 #include "server/dataset/importer.h"
@@ -93,13 +94,32 @@ absl::StatusOr<SourceListing> ListImageFolder(const std::string& root) {
             [](const SkippedFile& a, const SkippedFile& b) {
               return a.path < b.path;
             });
+  std::vector<std::string> empty;
   for (size_t label = 0; label < class_dirs.size(); ++label) {
     listing.classes.push_back(class_dirs[label].filename().string());
+    const size_t before = listing.files.size();
     if (absl::Status s = ListClass(class_dirs[label], label, &listing.files,
                                    &listing.rejected);
         !s.ok()) {
       return s;
     }
+    if (listing.files.size() == before) {
+      empty.push_back(absl::StrCat("'", listing.classes.back(), "' (label ",
+                                   label, ")"));
+    }
+  }
+  if (!empty.empty()) {
+    // torchvision's ImageFolder refuses a class without files too; taken
+    // as a class, it would hold a label no sample has and shift the labels
+    // of every class after it.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "class folder", empty.size() > 1 ? "s " : " ",
+        absl::StrJoin(empty, ", "), " in ", root, " hold",
+        empty.size() > 1 ? "" : "s",
+        " no files: a class without files would take a label no sample "
+        "has and shift the label of every class after it by one "
+        "(torchvision's ImageFolder refuses it too); put files in it or "
+        "remove it"));
   }
   return listing;
 }

@@ -7,7 +7,9 @@
 // class. Every non-hidden file is listed, whatever its extension, so a file
 // that is not an image is caught and reported by the packer's check rather
 // than silently left out. Hidden entries (".DS_Store", ".git/") are ignored.
-// Files directly in SRC have no class and are reported as rejected.
+// Files directly in SRC have no class and are reported as rejected. A class
+// folder with no files is refused, as torchvision refuses it: it would
+// shift the labels of the classes after it.
 //
 // List file: one `path,label` per line; the path may contain commas (the
 // label follows the last one), a relative path is relative to the list

@@ -10,6 +10,7 @@
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/manifest.h"
 #include "server/dataset/record.h"
+#include "server/dataset/shard_index.h"
 
 namespace stoker::dataset {
 namespace {
@@ -65,6 +66,11 @@ class ShardChecker {
       AddError(info, "", shard.status().message(), &r);
       progress_->Add(info.num_samples, 0);
       return r;
+    }
+    // The digests a newer pack records; the records are checked as well,
+    // to say which of them differ.
+    if (absl::Status s = CheckShardDigests(dir_, info); !s.ok()) {
+      r.errors.push_back(std::string(s.message()));
     }
     if (shard->entries != info.num_samples) {
       AddError(info, "",
@@ -232,6 +238,14 @@ absl::StatusOr<VerifyReport> Verify(
     for (std::string& e : shard.errors) report.errors.push_back(std::move(e));
   }
   return report;
+}
+
+VerifyReport VerifyShard(const std::string& dir, const Manifest& manifest,
+                         const ShardInfo& shard) {
+  const std::function<void(const PackProgress&)> none;
+  ProgressCounter counter(none, "verify", shard.num_samples);
+  const ImageCheck no_decode;
+  return ShardChecker(dir, manifest, no_decode, &counter).Check(shard);
 }
 
 }  // namespace stoker::dataset

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/dataset/field_kind.h"
+#include "server/dataset/manifest.h"
 #include "server/dataset/parallel.h"
 
 namespace stoker::dataset {
@@ -27,8 +28,9 @@ struct VerifyReport {
   std::vector<std::string> errors;
 };
 
-// Checks the dataset in `dir`: the manifest; each shard's file, size and
-// record count; every key (present, in its shard's range, none extra);
+// Checks the dataset in `dir`: the manifest; each shard's digest and that
+// of its record index, where the manifest records them (shard_index.h);
+// each shard's file, size and record count; every key (present, in its shard's range, none extra);
 // every record (checksum, framing, each value as pack checked it: its
 // kind's CheckContent); and, if `validate` is given, every spatial (image)
 // field, which `validate` decodes. Shards are checked
@@ -38,6 +40,12 @@ struct VerifyReport {
 absl::StatusOr<VerifyReport> Verify(
     const std::string& dir, std::function<void(const PackProgress&)> progress,
     ImageCheck validate);
+
+// Checks one shard of `manifest` as Verify does, reading it from
+// `dir`/`shard`.file (pull checks a downloaded copy under another name by
+// passing a ShardInfo whose file is that name).
+VerifyReport VerifyShard(const std::string& dir, const Manifest& manifest,
+                         const ShardInfo& shard);
 
 }  // namespace stoker::dataset
 

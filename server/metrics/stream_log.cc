@@ -40,7 +40,15 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
   const service::CountValues& st = stream.stats.counts;
   const double wait = st.Exported(service::Count::kWaitNs);
   const double consumer = wait + st.Exported(service::Count::kBusyNs);
-  if (!status.ok()) {
+  // A client that cancels or leaves (a trainer killed mid-epoch) is no
+  // fault of the daemon's: an info line says why, and the close is info.
+  const bool cancelled = absl::IsCancelled(status);
+  if (cancelled) {
+    Log(LogLevel::kInfo, "stream_cancelled",
+        {{"stream", absl::StrCat(stream.id)},
+         {"dataset", s.dataset},
+         {"reason", std::string(status.message())}});
+  } else if (!status.ok()) {
     // Why it ended: for DATA_LOSS the shard file and key of the bad record.
     Log(LogLevel::kWarning, "stream_error",
         {{"stream", absl::StrCat(stream.id)},
@@ -67,8 +75,8 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
   fields.emplace_back("stall_share",
                       consumer > 0 ? absl::StrFormat("%.3f", wait / consumer)
                                    : std::string("-"));
-  Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "stream_close",
-      fields);
+  Log(status.ok() || cancelled ? LogLevel::kInfo : LogLevel::kWarning,
+      "stream_close", fields);
 }
 
 void LogStorage(const std::string& dataset, const std::string& path,

@@ -1,11 +1,15 @@
 // StreamLog: writes one structured log line when a stream opens and one when
-// it closes (never per batch), and the storage warnings of datasets:
+// it closes (never per batch; a stream that fails or is cancelled gets one
+// more saying why), and the storage warnings of datasets:
 //
 //   level=info event=stream_open stream=3 dataset=train pipeline=train
 //     job=j1 rank=0/2 transport=grpc batch_size=64 prefetch=4
 //     reserved_bytes=...
 //   level=info event=stream_close stream=3 ... status=OK samples=2000
 //     batches=32 skipped=0 seconds=4.210 stall_share=0.031
+//   level=info event=stream_cancelled stream=4 dataset=train
+//     reason="the client cancelled the call, left, or its connection closed"
+//     (before its stream_close ... status=CANCELLED, when a client leaves)
 //   level=warning event=slow_storage dataset=train fstype=nfs4 kind=network
 //     advice="... copy it to the node's local SSD ..."
 //

@@ -168,6 +168,7 @@ absl::Status BindPassthrough(absl::Span<const InputField> schema,
     field.record_index = i;
     field.slot = static_cast<int>(slots->size());
     field.kind = in.passthrough;
+    field.utf8 = in.utf8;
     field.name = in.name;
     tensor::TensorSpec spec{in.name, in.dtype, in.shape};
     if (in.passthrough == Passthrough::kDense) {
@@ -248,6 +249,13 @@ absl::Status CopyPassthrough(absl::Span<const PassthroughField> fields,
         return Overflow(field, rows, overflow);
       }
       rows = field.max_rows;
+      // A str was checked as UTF-8 at pack: a cut before a continuation
+      // byte would split a character, so it moves back to that
+      // character's first byte.
+      while (field.utf8 && rows > 0 &&
+             (static_cast<unsigned char>(value[rows]) & 0xC0) == 0x80) {
+        --rows;
+      }
     }
     if (rows > 0) {
       std::memcpy(dst[field.slot], value.data(), rows * field.row_bytes);

@@ -56,6 +56,7 @@ struct PassthroughField {
   uint64_t max_rows = 0;  // Ragged: the slot's room.
   // Ragged, when a ragged_limit set max_rows: what a longer value does.
   std::optional<RaggedOverflow> overflow;
+  bool utf8 = false;  // A str: truncated only at a character boundary.
   std::string name;  // For messages.
 };
 

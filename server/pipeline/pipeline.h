@@ -281,6 +281,10 @@ class Pipeline {
       int64_t max_decode_pixels = kDefaultMaxDecodePixels);
 
   const std::string& name() const { return name_; }
+  // Its ops, arguments, views and decode limit as one line of text
+  // (pipeline_definition.h): equal for two pipelines that make the same
+  // batches.
+  const std::string& definition() const { return definition_; }
   // The op names in config order; a view's as "<view>.<op>".
   std::vector<std::string> op_names() const { return op_names_; }
 
@@ -320,12 +324,13 @@ class Pipeline {
 
   Pipeline(std::string name, std::vector<std::string> op_names,
            std::shared_ptr<const PipelineSteps> steps,
-           int64_t max_decode_pixels);
+           int64_t max_decode_pixels, std::string definition);
 
   const std::string name_;
   const std::vector<std::string> op_names_;
   const std::shared_ptr<const PipelineSteps> steps_;
   const int64_t max_decode_pixels_;
+  const std::string definition_;
 };
 
 }  // namespace stoker::pipeline

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "server/pipeline/pipeline_definition.h"
 #include "server/pipeline/pipeline_steps.h"
 
 namespace stoker::pipeline {
@@ -132,11 +133,12 @@ std::optional<size_t> FailedOpIndex(const absl::Status& status) {
 
 Pipeline::Pipeline(std::string name, std::vector<std::string> op_names,
                    std::shared_ptr<const PipelineSteps> steps,
-                   int64_t max_decode_pixels)
+                   int64_t max_decode_pixels, std::string definition)
     : name_(std::move(name)),
       op_names_(std::move(op_names)),
       steps_(std::move(steps)),
-      max_decode_pixels_(max_decode_pixels) {}
+      max_decode_pixels_(max_decode_pixels),
+      definition_(std::move(definition)) {}
 
 namespace {
 
@@ -356,8 +358,9 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
       first += view.ops.size();
     }
   }
-  return absl::WrapUnique(new Pipeline(std::move(name), std::move(op_names),
-                                       std::move(steps), max_decode_pixels));
+  return absl::WrapUnique(new Pipeline(
+      std::move(name), std::move(op_names), std::move(steps), max_decode_pixels,
+      PipelineDefinition(config, max_decode_pixels)));
 }
 
 }  // namespace stoker::pipeline

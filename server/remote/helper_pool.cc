@@ -123,8 +123,9 @@ struct HelperPool::Helper {
   // Guarded by the pool's mu_.
   bool listed = true;  // A DNS helper: in the latest lookup's records.
   bool up = false;
-  std::map<std::string, std::string> digests;  // Dataset -> manifest digest.
-  std::set<std::string> refused;               // Datasets logged as refused.
+  // Dataset -> content digest (empty when the helper has none).
+  std::map<std::string, std::string> digests;
+  std::set<std::string> refused;  // Datasets logged as refused.
   absl::Time next_probe = absl::InfinitePast();
   absl::Duration backoff = kFirstBackoff;
   // local_first: the chunks it may have open, at most options.streams.
@@ -244,16 +245,21 @@ std::shared_ptr<service::RemoteChunk> HelperPool::Place(
         local_first ? static_cast<uint32_t>(h->allowance) : options_.streams;
     if (!h->listed || !h->up || h->stats.open_chunks >= room) continue;
     auto digest = h->digests.find(spec.dataset);
-    if (digest == h->digests.end() ||
-        digest->second != request.manifest_digest) {
+    if (digest == h->digests.end() || request.content_digest.empty() ||
+        digest->second != request.content_digest) {
       if (h->refused.insert(spec.dataset).second) {
         h->stats.last_error = absl::StrCat(
             "dataset '", spec.dataset, "' ",
             digest == h->digests.end()
                 ? "is not served there"
-                : absl::StrCat("there has manifest digest ", digest->second,
-                               ", here ",
-                               std::string(request.manifest_digest)),
+                : absl::StrCat(
+                      "there has content digest ",
+                      digest->second.empty() ? "(none)" : digest->second,
+                      ", here ",
+                      request.content_digest.empty()
+                          ? "(none)"
+                          : std::string(request.content_digest),
+                      " (other samples under its name)"),
             ": not used for it");
         Log(LogLevel::kWarning, "helper_refused",
             {{"helper", h->address},
@@ -381,7 +387,7 @@ void HelperPool::Probe(Helper* h) {
   }
   std::map<std::string, std::string> digests;
   for (const DatasetSummary& d : *datasets) {
-    digests[d.name] = d.manifest_digest;
+    digests[d.name] = d.content_digest;
   }
   if (digests != h->digests) h->refused.clear();
   h->digests = std::move(digests);

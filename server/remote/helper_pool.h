@@ -14,9 +14,13 @@
 //
 // Each helper is an ordinary stokerd reached over TCP with the C++ client
 // library. A helper is used only while it is up: a probe (ListDatasets)
-// answered, and it holds the stream's dataset under the same manifest
-// digest as this daemon (a helper with another pack under the same name is
-// refused for that dataset, and logged once). A chunk that fails marks its
+// answered, and it holds the stream's dataset with the same content digest
+// as this daemon, each computed from its own records
+// (dataset/content_digest.h): a helper with other samples under the same
+// name, even beside a copy of this daemon's manifest, is refused for that
+// dataset, and logged once. A helper never decides that a sample is lost: a
+// batch it skipped samples of is built here (Stream::TakeRemote), which
+// ends its chunk as a failure. A chunk that fails marks its
 // helper down; a down helper is probed again after a backoff of 1 s
 // doubling to 30 s, jittered. A chunk that receives nothing for
 // `stall_seconds` is cancelled: a half-dead helper counts as dead.

@@ -21,6 +21,10 @@ grpc::ServerUnaryReactor* GrpcService::ListDatasets(
     for (const std::string& c : m.classes) info->add_classes(c);
     for (const dataset::FieldSpec& f : m.fields) info->add_fields(f.name);
     info->set_manifest_digest(dataset::ManifestDigest(m));
+    // Computed from the records on the first call, then kept.
+    if (absl::StatusOr<std::string> digest = ds->ContentDigest(); digest.ok()) {
+      info->set_content_digest(*digest);
+    }
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

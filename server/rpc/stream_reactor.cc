@@ -68,6 +68,7 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
   const int count = single != nullptr ? 1 : request.acks().acks_size();
   std::shared_ptr<Delivery> delivery;
   std::vector<const v1::Ack*> known;
+  const v1::Ack* never_sent = nullptr;
   {
     absl::MutexLock lock(&mu_);
     if (stream_ == nullptr) return;  // Done: OnDone took it.
@@ -75,11 +76,16 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
       const v1::Ack& ack = single != nullptr ? *single : request.acks().acks(i);
       // Counted in the same critical section that opens the window: once
       // it is open, a worker's Pump may send the next batch, and whoever
-      // sees that batch must also see this ack counted. A repeated or
-      // made-up ack opens nothing and counts no stall.
-      if (session_->OnAck(ack.position().epoch(), ack.position().step())) {
+      // sees that batch must also see this ack counted. A repeated ack
+      // opens nothing and counts no stall.
+      const service::StreamSession::AckResult result =
+          session_->OnAck(ack.position().epoch(), ack.position().step());
+      if (result == service::StreamSession::AckResult::kFreed) {
         stream_->RecordAck(ack.wait_seconds(), ack.busy_seconds());
         known.push_back(&ack);
+      } else if (result == service::StreamSession::AckResult::kNeverSent &&
+                 never_sent == nullptr) {
+        never_sent = &ack;
       }
     }
     delivery = delivery_;
@@ -87,6 +93,16 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
   // Only a batch in flight is let go.
   for (const v1::Ack* ack : known) {
     delivery->Acked(ack->position().epoch(), ack->position().step());
+  }
+  if (never_sent != nullptr) {
+    // A client that acks what it never received has lost count: waiting
+    // for it would hang both sides.
+    FinishOnce(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("ack of position (epoch ", never_sent->position().epoch(),
+                     ", step ", never_sent->position().step(),
+                     "), which this stream has not sent")));
+    return;
   }
   Pump();
 }
@@ -280,14 +296,19 @@ void StreamReactor::OnWriteDone(bool ok) {
   }
   if (!ok) {
     // The client is gone; OnCancel or OnDone follows.
-    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+    FinishOnce(grpc::Status(
+        grpc::StatusCode::CANCELLED,
+        "a write to the client failed: the client left or its connection "
+        "closed"));
     return;
   }
   Pump();
 }
 
 void StreamReactor::OnCancel() {
-  FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  FinishOnce(grpc::Status(
+      grpc::StatusCode::CANCELLED,
+      "the client cancelled the call, left, or its connection closed"));
 }
 
 void StreamReactor::FinishOnce(const grpc::Status& status) {
@@ -299,6 +320,9 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
       return;
     }
     finished_ = true;
+    finished_with_ =
+        absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                     status.error_message());
     // The client reads its side channel to the end, then the status.
     if (channel_ != nullptr) channel_->End();
     if (!status.ok()) {
@@ -320,14 +344,17 @@ void StreamReactor::OnDone() {
   std::shared_ptr<service::Stream> stream;
   std::shared_ptr<Delivery> delivery;
   SideChannel* channel;
+  absl::Status finished_with;
   {
     absl::MutexLock lock(&mu_);
     stream = std::move(stream_);
     delivery = std::move(delivery_);
     channel = std::exchange(channel_, nullptr);
+    finished_with = finished_with_;
   }
-  // After these return, no callback can reach this reactor.
-  if (stream != nullptr) stream->Cancel();
+  // After these return, no callback can reach this reactor. A call that
+  // ended early (the client cancelled or left) closes its stream with why.
+  if (stream != nullptr) stream->Cancel(finished_with);
   if (delivery != nullptr) delivery->ClearReturnHook();
   if (channel != nullptr) channel->Detach();
   Unref();

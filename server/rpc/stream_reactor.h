@@ -92,6 +92,8 @@ class StreamReactor
   std::optional<service::StreamSession> session_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // What the call finished with, for the stream's close (its log line).
+  absl::Status finished_with_ ABSL_GUARDED_BY(mu_);
   bool opening_ ABSL_GUARDED_BY(mu_) = false;  // Until OnOpened() is done.
   // The status to finish with once the write in flight completes.
   std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -23,8 +24,25 @@ namespace stoker::transport {
 using metrics::LogLevel;
 using metrics::LogLimited;
 
+absl::Status UnixAcceptor::CheckFolder(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
+  struct stat st;
+  if (::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "listen.unix: the folder ", folder, " of the socket ", path,
+      " does not exist: create it first (mkdir -p ", folder,
+      "; the systemd unit creates /run/stoker with RuntimeDirectory=stoker), "
+      "or put the socket in a folder that exists"));
+}
+
 absl::StatusOr<std::unique_ptr<UnixAcceptor>> UnixAcceptor::Bind(
     const std::string& path) {
+  if (absl::Status s = CheckFolder(path); !s.ok()) return s;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {

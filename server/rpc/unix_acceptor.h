@@ -28,6 +28,11 @@ namespace stoker::transport {
 
 class UnixAcceptor {
  public:
+  // FailedPrecondition, saying to create it, when the folder `path` is in
+  // does not exist or is not a folder (e.g. /run/stoker, which only the
+  // systemd unit creates): a config whose socket cannot be bound fails
+  // --check-config, not only the start.
+  static absl::Status CheckFolder(const std::string& path);
   // Binds `path` (which must not exist) without listening yet, so that its
   // owner and mode can be set before anyone can connect.
   static absl::StatusOr<std::unique_ptr<UnixAcceptor>> Bind(

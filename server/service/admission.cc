@@ -49,6 +49,18 @@ std::string PlanDifference(const JobPlan& have, const JobPlan& want) {
                         want.num_samples,
                         " now (it was reloaded): the epoch plan would differ");
   }
+  if (have.dataset_digest != want.dataset_digest) {
+    return absl::StrCat(
+        "dataset '", want.dataset,
+        "' holds other samples than when the job began (digest ",
+        have.dataset_digest, ", now ", want.dataset_digest,
+        "; it was reloaded): the ranks would mix two datasets");
+  }
+  if (have.pipeline_definition != want.pipeline_definition) {
+    return absl::StrCat("pipeline '", want.pipeline,
+                        "' was redefined since the job began (it was "
+                        "reloaded): the ranks would mix two pipelines");
+  }
   return "";
 }
 

@@ -65,6 +65,14 @@ struct JobPlan {
   bool drop_last = false;
   uint64_t num_samples = 0;  // The dataset's size when the job began.
   uint32_t ra_reps = 1;
+  // Which samples the dataset held when the job began: its pack's content
+  // digest (dataset/content_digest.h), or for a pack made before pack
+  // stored one, its manifest digest. A reload that points the name at
+  // another pack changes it.
+  std::string dataset_digest;
+  // The pipeline's definition when the job began (Pipeline::definition):
+  // a reload that redefines it changes it.
+  std::string pipeline_definition;
 };
 
 struct AdmissionLimits {

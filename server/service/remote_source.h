@@ -117,8 +117,9 @@ struct HelperStats {
 // A chunk a stream offers its placer at a chunk boundary.
 struct ChunkRequest {
   const StreamSpec* spec = nullptr;  // Borrowed for the Place call.
-  // Names the dataset's pack, which the helper's must equal.
-  std::string_view manifest_digest;
+  // The dataset's content digest (dataset/content_digest.h), which the
+  // helper's must equal: the same samples, not only the same manifest.
+  std::string_view content_digest;
   uint64_t steps_per_epoch = 0;
   uint64_t begin = 0, end = 0;  // Linear positions [begin, end).
   // Whether the stream can finish a helper's uint8 rendering

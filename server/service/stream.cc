@@ -58,9 +58,9 @@ Stream::Stream(Options options)
       end_(EndPosition(spec_, steps_per_epoch_)),
       start_(spec_.start_epoch * steps_per_epoch_ + spec_.start_step),
       placer_(IsHelperJob(spec_.job_id) ? nullptr : options.placer),
-      manifest_digest_(placer_ != nullptr
-                           ? dataset::ManifestDigest(dataset_->manifest())
-                           : std::string()),
+      content_digest_(placer_ != nullptr
+                          ? dataset_->ContentDigest().value_or(std::string())
+                          : std::string()),
       rendered_layout_(placer_ != nullptr && pipeline_->can_finish_rendered()
                            ? std::make_optional<BatchLayout>(
                                  pipeline_->RenderedSlots(), spec_.batch_size)
@@ -420,7 +420,11 @@ void Stream::Fail(absl::Status status) {
   NotifyReady();
 }
 
-void Stream::Cancel() {
+void Stream::Cancel(absl::Status reason) {
+  if (!reason.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = std::move(reason);
+  }
   cancelled_ = true;
   {
     absl::MutexLock lock(&callback_mu_);

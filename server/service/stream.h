@@ -194,8 +194,10 @@ class Stream : public BatchSource,
   // starts or is handed out after it, and Done() is true. Runs the callback.
   void Fail(absl::Status status);
 
-  // Drops all pending work and leaves its shared run. Idempotent.
-  void Cancel();
+  // Drops all pending work and leaves its shared run. Idempotent. A
+  // `reason` that is not OK becomes status() unless the stream failed
+  // first: why it closed early (e.g. Cancelled: the client left).
+  void Cancel(absl::Status reason = absl::OkStatus());
 
   // Makes the stream take its batches from `run`, which has attached it:
   // lent for linear positions below `lend_before`, copied from there on.
@@ -280,7 +282,9 @@ class Stream : public BatchSource,
   const uint64_t end_;  // EndPosition(spec_, steps_per_epoch_).
   const uint64_t start_;  // Linear position of the first batch.
   ChunkPlacer* const placer_;  // Null when this stream places nothing.
-  const std::string manifest_digest_;  // Set when placer_ is.
+  // Set when placer_ is; empty when the records cannot prove it, which no
+  // helper matches.
+  const std::string content_digest_;
   // What a helper's uint8 rendering of this stream's batches looks like;
   // set when placer_ is and the pipeline can finish one.
   const std::optional<BatchLayout> rendered_layout_;

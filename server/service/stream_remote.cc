@@ -21,7 +21,7 @@ void Stream::PlaceLocked(Building* batch, uint64_t pos) {
     if ((pos - start_) % steps != 0) return;
     ChunkRequest request;
     request.spec = &spec_;
-    request.manifest_digest = manifest_digest_;
+    request.content_digest = content_digest_;
     request.steps_per_epoch = steps_per_epoch_;
     request.begin = pos;
     request.end = std::min(end_, pos + steps);
@@ -58,6 +58,16 @@ void Stream::NeedLocked(ChunkRequest* request) const {
 
 absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
                                 const RemoteBatch& remote, TakeReport* report) {
+  if (!remote.skipped_ids.empty()) {
+    // A helper never decides that a sample is lost: one it skipped (a lower
+    // limit than this node's, another decoder) may well be good here. The
+    // chunk ends, and this batch and the rest of the chunk are built here,
+    // where this node's own limits decide.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the helper skipped ", remote.skipped_ids.size(), " samples (id ",
+        remote.skipped_ids[0], " first) of position ", pos,
+        ": its limits or data differ from this node's; built here instead"));
+  }
   const uint64_t seq = pos - start_;
   Building* b = nullptr;
   {

@@ -176,9 +176,19 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
   p.request.peer = spec.peer.empty() ? "local" : spec.peer;
   p.request.job_id = spec.job_id;
   p.request.rank = spec.rank;
-  p.request.plan = JobPlan{spec.dataset,    spec.pipeline,  spec.seed,
-                           spec.batch_size, spec.world_size, spec.drop_last,
-                           so.num_samples,  spec.ra_reps};
+  const dataset::Manifest& manifest = (*dataset)->manifest();
+  p.request.plan = JobPlan{spec.dataset,
+                           spec.pipeline,
+                           spec.seed,
+                           spec.batch_size,
+                           spec.world_size,
+                           spec.drop_last,
+                           so.num_samples,
+                           spec.ra_reps,
+                           manifest.content_digest.empty()
+                               ? dataset::ManifestDigest(manifest)
+                               : manifest.content_digest,
+                           (*pipe)->definition()};
   p.request.weight = spec.weight;
   p.request.what = absl::StrCat("this stream (", window, " batches of ",
                                 FormatBytes(batch_bytes), ")");

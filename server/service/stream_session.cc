@@ -28,7 +28,11 @@ StreamSession::Action StreamSession::Next(BatchSource& source,
     if (action.batch.has_value()) {
       // A source never has more ready than were started.
       if (started_ > 0) --started_;
-      sent_.insert({action.batch->epoch, action.batch->step});
+      const std::pair<uint64_t, uint64_t> at{action.batch->epoch,
+                                             action.batch->step};
+      sent_.insert(at);
+      if (!first_sent_.has_value()) first_sent_ = at;
+      last_sent_ = at;
       action.kind = Action::kSend;
       return action;
     }
@@ -42,8 +46,13 @@ StreamSession::Action StreamSession::Next(BatchSource& source,
   return action;
 }
 
-bool StreamSession::OnAck(uint64_t epoch, uint64_t step) {
-  return sent_.erase({epoch, step}) == 1;
+StreamSession::AckResult StreamSession::OnAck(uint64_t epoch, uint64_t step) {
+  const std::pair<uint64_t, uint64_t> at{epoch, step};
+  if (sent_.erase(at) == 1) return AckResult::kFreed;
+  if (!first_sent_.has_value() || at < *first_sent_ || at > *last_sent_) {
+    return AckResult::kNeverSent;
+  }
+  return AckResult::kRepeated;
 }
 
 }  // namespace stoker::service

@@ -7,14 +7,15 @@
 //
 // A batch is in flight from the moment the session hands a buffer to the
 // source until the client acknowledges its position. Only an ack of a batch
-// that was sent, once, frees its place: a duplicate or a made-up position
-// frees nothing.
+// that was sent, once, frees its place: a repeated ack frees nothing, and an
+// ack of a position never sent (before the first batch sent, or after the
+// last) is the client's mistake, which the adapter ends the stream for.
 //
 // Example, window 2, a source of three batches:
 //   Next(can_send)  -> fills two buffers; batch (0,0) is ready: kSend (0,0)
 //   Next(can_send)  -> (0,1) is not ready yet: kWait
 //   ... (0,1) ready -> Next: kSend (0,1); nothing starts, two in flight
-//   OnAck({0,0})    -> true; Next fills the third buffer: kWait
+//   OnAck({0,0})    -> kFreed; Next fills the third buffer: kWait
 //   ... (0,2) sent, both acked, the source is done and the transport
 //   agrees (MayEnd) -> kFinish OK
 //
@@ -88,9 +89,16 @@ class StreamSession {
               bool can_end);
   // Only starts batches (while the adapter cannot send).
   void Fill(BatchSource& source, BufferSlots& slots);
-  // The client acknowledged the batch at (epoch, step): true if that batch
-  // was in flight, which frees its place.
-  bool OnAck(uint64_t epoch, uint64_t step);
+  // What an ack was. Batches go out in (epoch, step) order, so a position
+  // between the first and the last sent that is not in flight was acked
+  // before.
+  enum class AckResult {
+    kFreed,      // The batch was in flight; its place is free.
+    kRepeated,   // Acked before (or a made-up step among those sent).
+    kNeverSent,  // Before the first batch sent or after the last.
+  };
+  // The client acknowledged the batch at (epoch, step).
+  AckResult OnAck(uint64_t epoch, uint64_t step);
 
   uint32_t window() const { return window_; }
   // Started and not yet sent, plus sent and not yet acknowledged.
@@ -102,6 +110,8 @@ class StreamSession {
   const uint32_t window_;
   uint32_t started_ = 0;
   std::set<std::pair<uint64_t, uint64_t>> sent_;
+  // The first and the last batch sent, once one was.
+  std::optional<std::pair<uint64_t, uint64_t>> first_sent_, last_sent_;
 };
 
 }  // namespace stoker::service

@@ -162,8 +162,9 @@ TEST_F(DatasetTest, LeavesNoLockFilesAndChangesNothing) {
     names.push_back(e.path().filename().string());
   }
   std::sort(names.begin(), names.end());
-  EXPECT_THAT(names, ::testing::ElementsAre("manifest.json", "shard-00000.lmdb",
-                                            "shard-00001.lmdb"));
+  EXPECT_THAT(names, ::testing::ElementsAre(
+                         "manifest.json", "shard-00000.idx", "shard-00000.lmdb",
+                         "shard-00001.idx", "shard-00001.lmdb"));
   EXPECT_EQ(fs::last_write_time(dir_ + "/shard-00000.lmdb"), before);
 }
 

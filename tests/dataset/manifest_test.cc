@@ -257,6 +257,47 @@ TEST(ManifestTest, RejectsShardFilesOutsideTheDatasetFolder) {
       HasSubstr("shards[1].file: duplicate file 'shard-00000.lmdb'"));
 }
 
+TEST(ManifestTest, RoundTripsShardDigestsAndRecordIndexes) {
+  Manifest m = TwoShards();
+  m.shards[1].digest = "xxh3-128:" + std::string(32, 'a');
+  m.shards[1].index_file = "shard-00001.idx";
+  m.shards[1].index_bytes = 112;
+  m.shards[1].index_digest = "xxh3-128:" + std::string(32, 'b');
+  const std::string json = SerializeManifest(m);
+  absl::StatusOr<Manifest> back = ParseManifest(json, "m");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(SerializeManifest(*back), json);
+  EXPECT_FALSE(back->shards[0].has_index());
+  EXPECT_EQ(back->shards[0].digest, "");
+  EXPECT_EQ(back->shards[1].digest, m.shards[1].digest);
+  EXPECT_EQ(back->shards[1].index_file, "shard-00001.idx");
+  EXPECT_EQ(back->shards[1].index_bytes, 112u);
+  EXPECT_EQ(back->shards[1].index_digest, m.shards[1].index_digest);
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("\"digest\": \"\"")));
+}
+
+TEST(ManifestTest, RejectsMalformedShardDigestsAndIndexes) {
+  EXPECT_THAT(ErrorAfter([](auto& j) { j["shards"][0]["digest"] = "md5:1"; }),
+              HasSubstr("shards[0].digest: is 'md5:1', expected xxh3-128: "
+                        "and 32 hex digits"));
+  const std::string good = "xxh3-128:" + std::string(32, '0');
+  EXPECT_THAT(ErrorAfter([&](auto& j) {
+                j["shards"][0]["index"] = {
+                    {"file", "../x"}, {"bytes", 8}, {"digest", good}};
+              }),
+              HasSubstr("shards[0].index.file: '../x' is not a plain file"));
+  EXPECT_THAT(ErrorAfter([&](auto& j) {
+                j["shards"][0]["index"] = {{"file", "a.idx"}, {"bytes", 8}};
+              }),
+              HasSubstr("shards[0].index.digest: missing"));
+  EXPECT_THAT(ErrorAfter([&](auto& j) {
+                j["shards"][1]["index"] = {{"file", "shard-00000.lmdb"},
+                                           {"bytes", 8},
+                                           {"digest", good}};
+              }),
+              HasSubstr("duplicate file 'shard-00000.lmdb'"));
+}
+
 TEST(ManifestTest, RejectsTextThatIsNotJson) {
   EXPECT_EQ(ParseManifest("{\"name\": ", "m.json").status().ToString(),
             "INVALID_ARGUMENT: manifest m.json: (document): not valid JSON");

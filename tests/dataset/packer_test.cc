@@ -119,7 +119,8 @@ TEST_F(PackerTest, SkipsBadFilesAndReportsEachWithItsReason) {
   EXPECT_EQ(images[0], Jpeg(0));
   EXPECT_EQ(images[4], Jpeg(11));
   EXPECT_THAT(Entries(tmp_.path()), ElementsAre("out", "src"));
-  EXPECT_THAT(Entries(dst()), ElementsAre("manifest.json", "shard-00000.lmdb"));
+  EXPECT_THAT(Entries(dst()), ElementsAre("manifest.json", "shard-00000.idx",
+                                          "shard-00000.lmdb"));
 }
 
 TEST_F(PackerTest, WritesAnImageAndLabelSchemaWithFormatsAndMaxLength) {
@@ -237,8 +238,10 @@ TEST_F(PackerTest, AnExistingDestinationNeedsForceAndMustBeADataset) {
   o.shards = 2;
   absl::StatusOr<PackReport> replaced = Pack(o);
   ASSERT_TRUE(replaced.ok()) << replaced.status();
-  EXPECT_THAT(Entries(dst()), ElementsAre("manifest.json", "shard-00000.lmdb",
-                                          "shard-00001.lmdb"));
+  EXPECT_THAT(Entries(dst()),
+              ElementsAre("manifest.json", "shard-00000.idx",
+                          "shard-00000.lmdb", "shard-00001.idx",
+                          "shard-00001.lmdb"));
   EXPECT_THAT(Entries(tmp_.path()), ElementsAre("out", "src"));
   o.dst = src();  // A folder that is not a dataset is never replaced.
   EXPECT_EQ(Pack(o).status().code(), absl::StatusCode::kFailedPrecondition);
@@ -261,8 +264,25 @@ TEST_F(PackerTest, NothingLeftToPackIsAnError) {
   const absl::Status s = Pack(o).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("nothing to pack: all 7 samples"));
-  // The first reason is in the error: no report of skipped files follows.
-  EXPECT_THAT(s.message(), HasSubstr("the first, " + src() + "/cat/0.jpg: no"));
+  // Each reason is in the error, counted, with examples: no report of
+  // skipped files follows.
+  EXPECT_THAT(s.message(), HasSubstr("were skipped, for these reasons:\n"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("  6 x no: " + src() + "/cat/0.jpg, " + src() +
+                        "/cat/1.jpg, " + src() + "/cat/2.jpg, ... and 3 more"));
+  EXPECT_THAT(s.message(), HasSubstr("  1 x "));
+  EXPECT_THAT(Entries(tmp_.path()), ElementsAre("src"));
+}
+
+TEST_F(PackerTest, AMissingParentFolderIsNamed) {
+  PackOptions o = Options();
+  o.dst = tmp_.path() + "/no/such/out";
+  const absl::Status s = Pack(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "cannot pack into " + o.dst + ": its parent folder " +
+                             tmp_.path() + "/no/such does not exist; create "
+                             "it first (mkdir -p " + tmp_.path() +
+                             "/no/such)");
   EXPECT_THAT(Entries(tmp_.path()), ElementsAre("src"));
 }
 

@@ -1,5 +1,7 @@
 #include "server/dataset/source_list.h"
 
+#include <filesystem>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/dataset_fixture.h"
@@ -49,6 +51,21 @@ TEST(ImageFolderTest, RejectsFilesOutsideClassFolders) {
   ASSERT_EQ(listing->rejected.size(), 1u);
   EXPECT_EQ(listing->rejected[0].path, tmp.path() + "/README");
   EXPECT_EQ(listing->rejected[0].reason, "not inside a class folder");
+}
+
+TEST(ImageFolderTest, RefusesAClassFolderWithoutFilesNamingItAndItsLabel) {
+  testing::ScopedTempDir tmp;
+  const std::string root = tmp.path();
+  ASSERT_TRUE(testing::WriteTestFile(root + "/cat/a.jpg", "x").ok());
+  ASSERT_TRUE(testing::WriteTestFile(root + "/bird/.keep", "").ok());
+  std::filesystem::create_directories(root + "/ant/sub");
+  const absl::Status s = ListImageFolder(root).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("class folders 'ant' (label 0), 'bird' (label 1) in " +
+                        root + " hold no files: a class without files would "
+                        "take a label no sample has and shift the label of "
+                        "every class after it by one"));
 }
 
 TEST(ImageFolderTest, ReturnsNotFoundForAMissingRoot) {

@@ -333,6 +333,11 @@ def pickles():
     out["keys-p4"] = pickle.dumps([b"0", b"1"], protocol=4)
     out["big-label-p5"] = pickle.dumps((b"x", 2**40), protocol=5)
     out["evil-p4"] = pickle.dumps(Evil(), protocol=4)
+    # Nesting by bytes (pickle.dumps would recurse): tuples one past the
+    # reader's bound of 100, lists at it.
+    out["nested-tuples-101"] = b"\x80\x04N" + b"\x85" * 101 + b"."
+    out["nested-lists-100"] = (b"\x80\x04" + b"]" * 100 + b"N" + b"a" * 100 +
+                               b".")
     return out
 
 
@@ -357,7 +362,10 @@ def npys():
             "fortran": save(np.asfortranarray(np.zeros((2, 3)))),
             "v2-header": b"\x93NUMPY\x02\x00" + struct.pack("<I", 60) +
             b"{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }"
-            .ljust(59) + b"\n" + b"\0" * 4}
+            .ljust(59) + b"\n" + b"\0" * 4,
+            "repeated-key": b"\x93NUMPY\x01\x00" + struct.pack("<H", 86) +
+            b"{'descr': '<i4', 'fortran_order': False, 'fortran_order': True, "
+            b"'shape': (1,), }".ljust(85) + b"\n" + b"\0" * 4}
 
 
 def payloads():

@@ -277,7 +277,8 @@ TEST_F(HelpersTest, AHelperThatStopsMidStreamLosesAndRepeatsNothing) {
 TEST(HelpersTypedTest, RaggedFieldsThroughAHelperAreByteForByteWithASkip) {
   // Variable-length tokens, str captions and a corrupt record (skipped):
   // the helper's packed values and offsets land in the node's buffer as
-  // the node would have packed them.
+  // the node would have packed them. The batch the helper skipped a record
+  // of is built on the node, which decides itself that the record is lost.
   testing::ScopedTempDir data;
   const std::string dir = data.path() + "/typed";
   const testing::TypedSamples samples = testing::MakeTypedSamples(40);
@@ -306,7 +307,7 @@ TEST(HelpersTypedTest, RaggedFieldsThroughAHelperAreByteForByteWithASkip) {
   EXPECT_EQ(got.batches, reference.batches);
   EXPECT_EQ(got.skipped, reference.skipped);
   EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
-  EXPECT_EQ(NodeCount(*node, "remote_rebuilt"), 0);
+  EXPECT_GT(NodeCount(*node, "remote_rebuilt"), 0);
 }
 
 // A stream that lets go of its chunk on the chunk's own thread, as Stream
@@ -366,7 +367,7 @@ TEST_F(HelpersTest, AChunkItsStreamLetsGoOfOnItsOwnThreadEndsCleanly) {
   spec.seed = 3;
   service::ChunkRequest request;
   request.spec = &spec;
-  request.manifest_digest = (*listed)[0].manifest_digest;
+  request.content_digest = (*listed)[0].content_digest;
   request.steps_per_epoch = 13;
   request.begin = 0;
   request.end = 2;

@@ -25,6 +25,7 @@ namespace {
 
 using metrics::Value;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kJ1[] =
@@ -354,6 +355,21 @@ TEST(StreamLogTest, WritesOneLineAtOpenAndOneAtClose) {
                              "remote_batches=0 remote_rebuilt=0 "
                              "compressed_batches=0 compress_seconds=0.000 "
                              "seconds=1.500 stall_share=0.250\n"));
+}
+
+TEST(StreamLogTest, ACancelledStreamIsLoggedAsCancelledWithTheReason) {
+  service::StreamSnapshot s;
+  s.id = 6;
+  s.spec.dataset = "train";
+  metrics::StreamLog log;
+  ::testing::internal::CaptureStderr();
+  log.OnClose(s, absl::CancelledError("the client left"), 0.5);
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(out, HasSubstr("level=info event=stream_cancelled stream=6 "
+                             "dataset=train reason=\"the client left\"\n"));
+  EXPECT_THAT(out, HasSubstr("level=info event=stream_close stream=6 "));
+  EXPECT_THAT(out, HasSubstr(" status=CANCELLED "));
+  EXPECT_THAT(out, Not(HasSubstr("stream_error")));
 }
 
 TEST(StreamLogTest, SlowStorageIsAWarningWithTheRemedy) {

@@ -262,6 +262,7 @@ TEST(BuildViewTest, NetworkStorageMakesReadHeavyJobStorageBound) {
   v1::DaemonStats after = Base(2, 3'900'000'000);
   after.mutable_storage(0)->set_kind("network");
   v1::LabelStats* l = AddLabels(&after, "n", 100, 0.9, 0.1, 100 * 0.003);
+  AddStream(&after, 3, "n", 100, 0.9, 0.1);
   l->mutable_stages(0)->set_sum_seconds(100 * 0.002);  // Read: 2 ms.
   const TopView v = BuildView(before, after);
   ASSERT_EQ(v.jobs.size(), 1u);
@@ -279,6 +280,7 @@ TEST(BuildViewTest, HelpersShowTheirRateShareAndBytesPerSample) {
   h0->set_copy_seconds(0.01);
   v1::DaemonStats after = Base(12, 4'000'000'000);
   AddLabels(&after, "a", 3000, 6, 8, 3000 * 0.004);
+  AddStream(&after, 5, "a", 2000, 1, 3);  // The job runs.
   after.set_placing_remote(true);
   v1::HelperStats* h1 = after.add_helpers();
   h1->set_address("10.0.0.2:7411");
@@ -349,6 +351,23 @@ TEST(BuildViewTest, GpusShowCudaIpcCopiesAndKernelPerBatch) {
   // Without cuda_ipc streams, no GPUS section.
   EXPECT_THAT(Render(BuildView(Base(1, 0), Base(2, 0)), "a"),
               Not(HasSubstr("GPUS")));
+}
+
+TEST(BuildViewTest, AJobWhoseStreamsEndedInTheIntervalIsNotShownLive) {
+  // `stoker top --once` right after a stream ended: the job delivered in
+  // the interval, and has no stream open now.
+  v1::DaemonStats before = Base(1, 0);
+  AddLabels(&before, "done", 100, 0.5, 0.5, 100 * 0.001);
+  AddStream(&before, 4, "done", 100, 0.5, 0.5);
+  v1::DaemonStats after = Base(2, 500'000'000);
+  AddLabels(&after, "done", 300, 1, 1, 300 * 0.001);
+  const TopView v = BuildView(before, after);
+  EXPECT_TRUE(v.streams.empty());
+  EXPECT_TRUE(v.jobs.empty());
+  EXPECT_EQ(v.verdict.bottleneck, Bottleneck::kIdle);
+  const std::string screen = Render(v, "a");
+  EXPECT_THAT(screen, HasSubstr("no stream open"));
+  EXPECT_THAT(screen, Not(HasSubstr("done")));
 }
 
 TEST(BuildViewTest, NoTrafficIsIdle) {

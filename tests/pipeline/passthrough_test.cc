@@ -194,6 +194,33 @@ TEST(PassthroughTest, OverflowTruncatesSkipsOrFailsAsTheLimitSays) {
   EXPECT_EQ(RaggedOverflowOf(absl::DataLossError("x")), std::nullopt);
 }
 
+TEST(PassthroughTest, TruncateCutsAStrAtACharacterBoundary) {
+  const auto bound = MustBind({Limit("caption", 4, "truncate")},
+                              {Text("caption", 100)});
+  // "aé€😀": 1, 2, 3 and 4 bytes. A cut after 4 bytes falls inside the euro
+  // sign; the str keeps "aé" (3 bytes), never half a character.
+  const std::string text = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+  absl::StatusOr<std::vector<std::string>> got = RunSample(*bound, {text});
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(Count((*got)[1]), 3);
+  EXPECT_EQ((*got)[0].substr(0, 3), "a\xc3\xa9");
+
+  // A limit that ends on a boundary keeps every byte it allows.
+  const auto six = MustBind({Limit("caption", 6, "truncate")},
+                              {Text("caption", 100)});
+  got = RunSample(*six, {text});
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(Count((*got)[1]), 6);
+
+  // A bytes field is cut where the limit says.
+  InputField raw = Text("blob", 100);
+  raw.utf8 = false;
+  const auto bytes = MustBind({Limit("blob", 4, "truncate")}, {raw});
+  got = RunSample(*bytes, {text});
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(Count((*got)[1]), 4);
+}
+
 TEST(PassthroughTest, AnImageWithoutDecodeImagePassesThroughAsBytes) {
   const auto bound = MustBind({Op("drop_fields", {{"value", Names{"label"}}})},
                               {InputField::Image("image", 16),

@@ -87,6 +87,22 @@ TEST(PipelineCreateTest, KeepsNameAndOpNames) {
   EXPECT_EQ((*pipeline)->format().layout, Layout::kChw);
 }
 
+TEST(PipelineCreateTest, TheDefinitionChangesWithAnyArgumentOrLimit) {
+  auto definition = [](const std::vector<OpConfig>& ops, int64_t limit) {
+    auto pipeline = Pipeline::Create("train", ops, limit);
+    EXPECT_THAT(pipeline, IsOk());
+    return (*pipeline)->definition();
+  };
+  const std::string base = definition(TrainOps("float32", "chw"), 1000000);
+  EXPECT_EQ(definition(TrainOps("float32", "chw"), 1000000), base);
+  EXPECT_THAT(base, HasSubstr("random_resized_crop{size=64}"));
+  EXPECT_NE(definition(TrainOps("float16", "chw"), 1000000), base);
+  EXPECT_NE(definition(TrainOps("float32", "chw"), 2000000), base);
+  std::vector<OpConfig> smaller = TrainOps("float32", "chw");
+  smaller[1].args["size"] = int64_t{32};
+  EXPECT_NE(definition(smaller, 1000000), base);
+}
+
 TEST(PipelineRunTest, RefusesAnImageOverMaxDecodePixelsBeforeDecoding) {
   auto pipeline =
       Pipeline::Create("train", TrainOps("float32", "chw"), 200 * 100);

@@ -301,6 +301,50 @@ def test_close_wakes_a_read_waiting_on_the_notice_socket(client_daemon):
     assert s.closed
 
 
+def test_a_close_landing_between_a_read_and_its_hand_over_ends_the_stream(
+        client_daemon):
+    """close() from another thread just after next() read a batch over shm
+    (the ring is unmapped before the batch is handed over): next() ends the
+    iteration, as after any close, and raises no DataLoss."""
+    client = stoker.Client(client_daemon.address)
+    s = client.stream("train", "bytes", batch_size=2, epochs=0, prefetch=2,
+                      transport="shm")
+    read = s._read
+
+    def read_then_closed_elsewhere(call):
+        response = read(call)
+        s.close()  # What the other thread does, at the worst moment.
+        return response
+
+    s._read = read_then_closed_elsewhere
+    with pytest.raises(StopIteration):
+        next(s)
+    assert s.closed
+
+
+def test_closing_from_another_thread_during_next_is_never_data_loss(
+        client_daemon):
+    client = stoker.Client(client_daemon.address)
+    for _ in range(30):
+        s = client.stream("train", "bytes", batch_size=2, epochs=0,
+                          prefetch=2, transport="shm")
+        errors = []
+
+        def consume():
+            try:
+                for batch in s:
+                    batch.release()
+            except stoker.StokerError as e:
+                errors.append(e)
+
+        reader = threading.Thread(target=consume)
+        reader.start()
+        s.close()
+        reader.join(timeout=10)
+        assert not reader.is_alive()
+        assert errors == []
+
+
 def test_a_stream_error_after_the_header_arrives_through_the_socket_end(
         client_daemon):
     # The daemon stops the stream (here: it is shut down gracefully) while

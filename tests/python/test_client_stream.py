@@ -220,6 +220,7 @@ def test_lists_datasets_and_pipelines(client_daemon):
     assert train.name == "train" and train.num_samples == 30
     assert train.classes == ("class_000", "class_001", "class_002")
     assert re.fullmatch("[0-9a-f]{16}", train.manifest_digest)
+    assert re.fullmatch("[0-9a-f]{16}", train.content_digest)
     assert client.dataset("train") == train
     with pytest.raises(stoker.NotFound):
         client.dataset("nope")

@@ -112,6 +112,39 @@ def test_client_resumes_exactly_after_kill_9_and_restart(daemon, tmp_path):
         assert sorted(delivered[epoch * 30:(epoch + 1) * 30]) == list(range(30))
 
 
+def wait_until(predicate, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("transport", ["grpc", "shm"])
+def test_a_client_killed_mid_epoch_is_logged_cancelled_with_why(
+        daemon, transport):
+    ids = daemon.socket.parent / "ids.txt"
+    client = subprocess.Popen(
+        [str(STOKER), "stream", "--address", daemon.address, "--dataset",
+         "train", "--pipeline", "train", "--batch-size", "3", "--epochs", "0",
+         "--step-ms", "20", "--transport", transport, "--quiet",
+         "--indices-out", str(ids)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: ids.exists() and len(ids.read_text().split()) >= 6,
+                   "two batches")
+        client.kill()
+        client.wait()
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    wait_until(lambda: "event=stream_close" in daemon.log(), "stream_close")
+    close = [l for l in daemon.log().splitlines() if "event=stream_close" in l]
+    assert len(close) == 1 and "status=CANCELLED" in close[0], daemon.log()
+    assert "level=info event=stream_cancelled" in daemon.log()
+    assert "reason=" in daemon.log()
+
+
 def test_bad_request_gets_a_clear_status(daemon):
     out = run([STOKER, "stream", "--address", daemon.address, "--dataset",
                "nope", "--pipeline", "train", "--batch-size", 4], check=False)
@@ -130,6 +163,19 @@ def test_a_weight_outside_its_bound_is_refused_naming_it(daemon, weight):
     assert out.returncode == 1, out.stderr
     assert "INVALID_ARGUMENT" in out.stderr, out.stderr
     assert "weight" in out.stderr and "[0.001, 1e+06]" in out.stderr
+
+
+def test_check_config_says_to_create_a_missing_socket_folder(
+        dataset, tmp_path):
+    folder = tmp_path / "run" / "stoker"
+    config = write_config(tmp_path / "stoker.yaml", dataset,
+                          folder / "stoker.sock")
+    out = run([STOKERD, "--config", config, "--check-config"], check=False)
+    assert out.returncode == 1
+    assert f"the folder {folder} of the socket" in out.stderr, out.stderr
+    assert f"mkdir -p {folder}" in out.stderr
+    folder.mkdir(parents=True)
+    assert run([STOKERD, "--config", config, "--check-config"]).returncode == 0
 
 
 def test_check_config_names_the_line_of_a_mistake(dataset, tmp_path):

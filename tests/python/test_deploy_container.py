@@ -196,12 +196,24 @@ def check_config(text, tmp_path, dataset):
     return config
 
 
-@pytest.mark.parametrize("name", ["daemonset", "image", "systemd"])
+def image_config():
+    """config/stokerd.yaml as the Dockerfile rewrites it for the image."""
+    (command,) = [line for line in DOCKERFILE.read_text().splitlines()
+                  if "sed 's|" in line]
+    pattern, replacement = command.split("sed 's|", 1)[1].split("|")[:2]
+    text = (ROOT / "config" / "stokerd.yaml").read_text()
+    image = re.sub(pattern, replacement, text, flags=re.MULTILINE)
+    assert image != text, "the Dockerfile's rewrite matches no line"
+    return image
+
+
+@pytest.mark.parametrize("name", ["daemonset", "image", "default"])
 def test_shipped_configs_are_valid(name, tmp_path, dataset):
     if name == "daemonset":
         text = daemonset_documents()["ConfigMap"]["data"]["stokerd.yaml"]
     elif name == "image":
-        text = (CONTAINER / "stokerd.yaml").read_text()
+        text = image_config()
+        assert yaml.safe_load(text)["metrics"]["listen"] == "0.0.0.0:9464"
     else:
-        text = (ROOT / "deploy" / "systemd" / "stokerd.yaml").read_text()
+        text = (ROOT / "config" / "stokerd.yaml").read_text()
     check_config(text, tmp_path, dataset)

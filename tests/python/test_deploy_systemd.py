@@ -79,7 +79,7 @@ def test_unit_is_a_hardened_notify_service():
         assert s[key] == ["yes"], key
     assert "WatchdogSec" in s and "ExecReload" in s
     # The sample config puts the socket in the RuntimeDirectory.
-    sample = (ROOT / "deploy" / "systemd" / "stokerd.yaml").read_text()
+    sample = (ROOT / "config" / "stokerd.yaml").read_text()
     assert "unix: /run/stoker/stoker.sock" in sample
 
 
@@ -104,8 +104,12 @@ def test_install_script_stages_binaries_unit_and_config(tmp_path):
     assert ("ExecStart=/opt/stoker/bin/stokerd --config "
             "/etc/stoker/stokerd.yaml") in unit.read_text()
     config = root / "etc" / "stoker" / "stokerd.yaml"
-    assert config.read_text() == (ROOT / "deploy" / "systemd" /
+    assert config.read_text() == (ROOT / "config" /
                                   "stokerd.yaml").read_text()
+    # The installed stokerd finds the presets beside it.
+    presets = root / "opt" / "stoker" / "share" / "stoker" / "presets"
+    assert sorted(p.name for p in presets.iterdir()) == sorted(
+        p.name for p in (ROOT / "config" / "presets").iterdir())
     # The staged unit verifies, its ExecStart pointed at the staged binary.
     staged = tmp_path / "stokerd.service"
     staged.write_text(unit.read_text().replace(

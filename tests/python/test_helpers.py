@@ -9,6 +9,7 @@ port back). Each process is stopped by PID when the test ends.
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from pki import make_pki
 def daemon_config(folder, dataset, tcp=None, helpers=None, workers=1,
                   pipelines="", policy="placement: remote_first, "
                   "chunk_steps: 2, stall_seconds: 2", listen_extra="",
-                  prefix=()):
+                  prefix=(), extra=""):
     folder.mkdir(parents=True, exist_ok=True)
     socket = folder / "stoker.sock"
     listen = (f"{{unix: {socket}" + (f", tcp: '{tcp}'" if tcp else "") +
@@ -34,7 +35,7 @@ def daemon_config(folder, dataset, tcp=None, helpers=None, workers=1,
             "memory_budget: 256MiB\n"
             "datasets:\n"
             f"  train: {{path: {dataset}}}\n"
-            "pipelines:\n" + TRAIN_PIPELINE + pipelines)
+            "pipelines:\n" + TRAIN_PIPELINE + pipelines + extra)
     if helpers is not None:
         addresses = ", ".join(f"'{a}'" for a in helpers)
         text += f"helpers: {{addresses: [{addresses}], {policy}}}\n"
@@ -188,6 +189,30 @@ def test_a_helper_killed_ten_times_loses_and_repeats_nothing(tmp_path,
     assert "event=helper_down" in node.log()
 
 
+def test_a_helper_with_a_lower_decode_limit_never_makes_the_node_skip(
+        dataset, tmp_path, daemons):
+    # The helper skips most images (over its max_decode_pixels); the node,
+    # with the default limit, decodes them all: what the helper skipped is
+    # built on the node, and the trainer gets every sample once.
+    plain = daemons(daemon_config(tmp_path / "plain", dataset))
+    reference = stream(plain)
+    helper = daemons(daemon_config(
+        tmp_path / "helper", dataset, tcp="127.0.0.1:0",
+        extra="limits: {max_decode_pixels: 2000}\n"))
+    node = daemons(daemon_config(
+        tmp_path / "node", dataset,
+        helpers=[f"127.0.0.1:{tcp_port(helper)}"]))
+    wait_for_log(node, r"event=helper_up")
+    ids = tmp_path / "ids.txt"
+    got = stream(node, "--indices-out", ids)
+    assert got["status"] == "OK" and got["samples"] == 60, got
+    assert_each_sample_once(ids, 2, 30)
+    assert got["content_digest"] == reference["content_digest"]
+    _, rebuilt = closed_stream_counts(node)
+    assert rebuilt > 0, node.log()
+    assert re.search(r"event=helper_down .*skipped", node.log()), node.log()
+
+
 def test_a_helper_with_another_pack_of_the_dataset_is_refused(
         dataset, tmp_path, daemons):
     other = tmp_path / "other"
@@ -201,8 +226,64 @@ def test_a_helper_with_another_pack_of_the_dataset_is_refused(
     got = stream(node)
     assert got["status"] == "OK" and got["samples"] == 60
     assert closed_stream_counts(node) == (0, 0)
-    assert re.search(r"event=helper_refused .*dataset=train .*manifest digest",
+    assert re.search(r"event=helper_refused .*dataset=train .*content digest",
                      node.log()), node.log()
+
+
+def pack_with_labels(tmp_path, name, images, shift):
+    """Packs `images` (an ImageFolder) from a list file whose labels are
+    shifted by `shift`: records of the same sizes, other labels."""
+    files = sorted(p for p in images.rglob("*.jpg"))
+    listing = tmp_path / f"{name}.csv"
+    listing.write_text("image,label\n" + "".join(
+        f"{f},{(i + shift) % 3}\n" for i, f in enumerate(files)))
+    out = tmp_path / name
+    run([STOKER, "pack", "--from", "list", listing, out, "--field",
+         "image:image", "--field", "label:int64", "--shards", 2])
+    return out
+
+
+def test_a_helper_with_other_records_beside_a_copied_manifest_is_refused(
+        images, tmp_path, daemons):
+    ours = pack_with_labels(tmp_path, "ours", images, 0)
+    theirs = pack_with_labels(tmp_path, "theirs", images, 1)
+    # The same manifest file, other records (labels) of the same sizes.
+    (theirs / "manifest.json").write_bytes(
+        (ours / "manifest.json").read_bytes())
+    plain = daemons(daemon_config(tmp_path / "plain", ours))
+    reference = stream(plain)
+    helper = daemons(daemon_config(tmp_path / "helper", theirs,
+                                   tcp="127.0.0.1:0"))
+    node = daemons(daemon_config(
+        tmp_path / "node", ours, helpers=[f"127.0.0.1:{tcp_port(helper)}"]))
+    wait_for_log(node, r"event=helper_up")
+    got = stream(node)
+    assert got["status"] == "OK" and got["samples"] == 60
+    assert got["content_digest"] == reference["content_digest"]
+    assert closed_stream_counts(node) == (0, 0)
+    assert re.search(r"event=helper_refused .*dataset=train .*content digest",
+                     node.log()), node.log()
+
+
+def test_packs_made_before_the_content_digest_get_it_from_their_records(
+        dataset, tmp_path, daemons):
+    old = []
+    for name in ("node-data", "helper-data"):
+        copy = tmp_path / name
+        shutil.copytree(dataset, copy)
+        manifest = json.loads((copy / "manifest.json").read_text())
+        manifest.pop("content_digest", None)  # As pack wrote it before.
+        (copy / "manifest.json").write_text(json.dumps(manifest))
+        old.append(copy)
+    helper = daemons(daemon_config(tmp_path / "helper", old[1],
+                                   tcp="127.0.0.1:0"))
+    node = daemons(daemon_config(
+        tmp_path / "node", old[0], helpers=[f"127.0.0.1:{tcp_port(helper)}"]))
+    wait_for_log(node, r"event=helper_up")
+    got = stream(node)
+    assert got["status"] == "OK" and got["samples"] == 60
+    remote, rebuilt = closed_stream_counts(node)
+    assert remote > 0 and rebuilt == 0, node.log()
 
 
 def test_a_node_builds_everything_itself_while_its_helper_is_down(

@@ -11,6 +11,13 @@ def test_installed_tree_builds_and_runs_a_client(daemon, tmp_path):
                  "lib/libstoker_client.so", "lib/pkgconfig/stoker-client.pc"]:
         assert (prefix / path).exists(), path
     assert "stokerd" in run([prefix / "bin" / "stokerd", "--help"]).stdout
+    # The installed stokerd reads the presets installed beside it.
+    presets = prefix / "share" / "stoker" / "presets"
+    assert (presets / "imagenet_train.yaml").is_file()
+    assert (prefix / "share" / "stoker" / "stokerd.yaml").is_file()
+    reference = run([prefix / "bin" / "stokerd", "--help-config"],
+                    env={"PATH": "/usr/bin:/bin"}).stdout
+    assert f"From {presets};" in reference
 
     flags = run(["pkg-config", "--cflags", "--libs", "stoker-client"],
                 env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig"),

@@ -142,3 +142,43 @@ def test_a_share_that_does_not_fit_the_budget_says_so(dataset, tmp_path):
         assert "event=share_refused" in daemon.log()
     finally:
         daemon.stop()
+
+
+@pytest.mark.parametrize("change", ["dataset", "pipeline"])
+def test_a_rank_opened_after_a_reload_that_changed_its_job_is_refused(
+        dataset, tmp_path, change):
+    """A SIGHUP during a job that points its dataset at another pack of the
+    same size, or redefines its pipeline: a rank opened after it must not
+    join the job with the new one."""
+    import signal
+    from conftest import Daemon, make_images, run, write_config
+    socket = tmp_path / "stoker.sock"
+    config = write_config(tmp_path / "stoker.yaml", dataset, socket)
+    daemon = Daemon(config, socket).start()
+    try:
+        client = stoker.Client(daemon.address)
+        args = dict(batch_size=4, epochs=0, job_id="j", world_size=2,
+                    transport="grpc")
+        with client.stream("train", "train", rank=0, **args):
+            text = config.read_text()
+            if change == "dataset":
+                other = tmp_path / "other"
+                run([STOKER, "pack", make_images(tmp_path / "src", 30, seed=9),
+                     other])
+                text = text.replace(str(dataset), str(other))
+            else:
+                text = text.replace("random_resized_crop: {size: 32}",
+                                    "random_resized_crop: {size: 24}")
+            config.write_text(text)
+            daemon.signal(signal.SIGHUP)
+            deadline = time.monotonic() + 30
+            while "event=reloaded" not in daemon.log():
+                assert time.monotonic() < deadline, daemon.log()
+                time.sleep(0.02)
+            with pytest.raises(stoker.FailedPrecondition) as e:
+                client.stream("train", "train", rank=1, **args)
+            expected = ("holds other samples" if change == "dataset"
+                        else "was redefined")
+            assert expected in str(e.value), str(e.value)
+    finally:
+        daemon.stop()

@@ -76,18 +76,51 @@ def test_pack_removes_temp_folders_of_killed_packs(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()  # Its pid names no process now.
     stale = tmp_path / f"ds.tmp-{gone.pid}"
-    (stale / "shard-00000.lmdb").parent.mkdir()
+    stale.mkdir()
+    (stale / ".stoker-pack-temp").write_bytes(b"")  # A pack's own.
     (stale / "shard-00000.lmdb").write_bytes(b"\0" * 4096)
     alive = tmp_path / f"ds.tmp-{os.getpid()}"  # A pack that still runs.
     alive.mkdir()
+    (alive / ".stoker-pack-temp").write_bytes(b"")
     other = tmp_path / f"other.tmp-{gone.pid}"  # Another DST's.
     other.mkdir()
+    (other / ".stoker-pack-temp").write_bytes(b"")
+    gone2 = subprocess.Popen(["true"])
+    gone2.wait()
+    users = tmp_path / f"ds.tmp-{gone2.pid}"  # A user's: no marker.
+    users.mkdir()
+    (users / "photo.jpg").write_bytes(b"mine")
     out = run([STOKER, "pack", src, tmp_path / "ds"])
     assert (f"removed {stale}, left by pack process {gone.pid}, which is "
             "gone") in out.stderr, out.stderr
     assert not stale.exists()
     assert alive.exists() and other.exists()
+    assert (users / "photo.jpg").read_bytes() == b"mine"
+    assert str(users) not in out.stderr
     run([STOKER, "verify", tmp_path / "ds"])
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == [
+        "manifest.json", "shard-00000.idx", "shard-00000.lmdb"]
+
+
+def test_pack_into_a_missing_parent_folder_names_it(tmp_path):
+    src = make_images(tmp_path / "src", 2, classes=1)
+    out = run([STOKER, "pack", src, tmp_path / "no" / "ds"], check=False)
+    assert out.returncode == 1
+    assert (f"its parent folder {tmp_path}/no does not exist; create it "
+            f"first (mkdir -p {tmp_path}/no)") in out.stderr, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_pack_refuses_an_empty_class_folder_naming_it(tmp_path):
+    src = make_images(tmp_path / "src", 4, classes=2)
+    (src / "a_empty").mkdir()
+    (src / "a_empty" / ".hidden").write_bytes(b"")
+    out = run([STOKER, "pack", src, tmp_path / "ds"], check=False)
+    assert out.returncode == 1
+    assert (f"class folder 'a_empty' (label 0) in {src} holds no files"
+            in out.stderr), out.stderr
+    assert "shift the label of every class after it" in out.stderr
+    assert not (tmp_path / "ds").exists()
 
 
 @pytest.fixture

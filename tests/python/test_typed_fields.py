@@ -30,6 +30,8 @@ PIPELINES = """\
     - ragged_limit: {field: tokens, max_length: 5, overflow: skip}
   fail:
     - ragged_limit: {field: tokens, max_length: 5, overflow: fail}
+  cut:
+    - ragged_limit: {field: caption, max_length: 9, overflow: truncate}
 """
 
 
@@ -181,3 +183,18 @@ def test_the_cli_digest_covers_every_packed_tensor(typed, transport):
     cli = json.loads(out.stdout.strip().splitlines()[-1])
     assert cli["content_digest"] == h.hexdigest()
     assert cli["samples"] == N
+
+
+def test_truncate_cuts_a_str_at_a_character_boundary(typed):
+    # Every caption starts "caption é": its 9th byte is the first of the
+    # two of 'é', so a cut there keeps the 8 before it.
+    daemon, records = typed
+    client = stoker.Client(daemon.address)
+    seen = 0
+    with client.stream("train", "cut", batch_size=8, seed=3) as s:
+        for batch in s:
+            for k in range(len(batch.sample_ids)):
+                assert batch["caption"][k] == "caption "
+            seen += len(batch.sample_ids)
+            batch.release()
+    assert seen == N

@@ -87,6 +87,42 @@ TEST(AdmissionTest, RanksOfAJobMustAgreeOnRaReps) {
   EXPECT_TRUE(admission->Admit(b, Wait(absl::ZeroDuration())).ok());
 }
 
+// A reload (SIGHUP) may point a dataset's name at another pack of the
+// same size, or redefine a pipeline, while a job runs: a rank opened after
+// it must not join the job with the new one.
+TEST(AdmissionTest, RanksOfAJobMustAgreeOnTheSamplesAndThePipeline) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(&pool, AdmissionLimits{});
+  AdmitRequest a = Request("p", 10);
+  a.job_id = "job";
+  a.plan.dataset = "d";
+  a.plan.pipeline = "train";
+  a.plan.num_samples = 30;
+  a.plan.dataset_digest = "00000000000000aa";
+  a.plan.pipeline_definition = "decode_image{} | max_decode_pixels=1";
+  auto first = admission->Admit(a, Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  AdmitRequest other_pack = a;
+  other_pack.rank = 1;
+  other_pack.plan.dataset_digest = "00000000000000bb";
+  auto refused = admission->Admit(other_pack, Wait(absl::ZeroDuration()));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("other samples"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("00000000000000bb"));
+
+  AdmitRequest redefined = a;
+  redefined.rank = 1;
+  redefined.plan.pipeline_definition = "decode_image{} | max_decode_pixels=2";
+  refused = admission->Admit(redefined, Wait(absl::ZeroDuration()));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("redefined"));
+
+  AdmitRequest same = a;
+  same.rank = 1;
+  EXPECT_TRUE(admission->Admit(same, Wait(absl::ZeroDuration())).ok());
+}
+
 TEST(AdmissionTest, AnOpenThatGivesUpWaitingStopsCounting) {
   pipeline::WorkerPool pool(1);
   auto admission = std::make_shared<Admission>(

@@ -94,7 +94,7 @@ TEST(StreamSessionTest, StartsNoMoreThanTheWindowUntilAnAck) {
   EXPECT_EQ(session.Next(source, slots, true, true).kind, Kind::kWait);
   EXPECT_EQ(source.started(), 2u);
   EXPECT_EQ(session.in_flight(), 2u);
-  EXPECT_TRUE(session.OnAck(0, 0));
+  EXPECT_EQ(StreamSession::AckResult::kFreed, session.OnAck(0, 0));
   session.Fill(source, slots);
   EXPECT_EQ(source.started(), 3u);
 }
@@ -120,27 +120,33 @@ TEST(StreamSessionTest, AcksOutOfOrderAndInListsEachFreeTheirPlace) {
     ASSERT_EQ(session.Next(source, slots, true, true).kind, Kind::kSend);
   }
   // An AckList: the adapter calls OnAck for each, in any order.
-  EXPECT_TRUE(session.OnAck(0, 2));
-  EXPECT_TRUE(session.OnAck(0, 0));
+  EXPECT_EQ(StreamSession::AckResult::kFreed, session.OnAck(0, 2));
+  EXPECT_EQ(StreamSession::AckResult::kFreed, session.OnAck(0, 0));
   EXPECT_EQ(session.in_flight(), 1u);
-  EXPECT_TRUE(session.OnAck(0, 1));
+  EXPECT_EQ(StreamSession::AckResult::kFreed, session.OnAck(0, 1));
   EXPECT_EQ(session.in_flight(), 0u);
 }
 
 TEST(StreamSessionTest, ARepeatedOrMadeUpAckFreesNothing) {
+  using Ack = StreamSession::AckResult;
   StreamSession session(1);
   FakeSource source(10);
   FakeSlots slots(10);
   session.Fill(source, slots);
   source.Finish(1);
   ASSERT_EQ(session.Next(source, slots, true, true).kind, Kind::kSend);
-  EXPECT_FALSE(session.OnAck(0, 7));  // Never sent.
+  EXPECT_EQ(session.OnAck(0, 7), Ack::kNeverSent);
   EXPECT_EQ(session.in_flight(), 1u);
-  EXPECT_TRUE(session.OnAck(0, 0));
-  EXPECT_FALSE(session.OnAck(0, 0));  // Twice.
+  EXPECT_EQ(session.OnAck(0, 0), Ack::kFreed);
+  EXPECT_EQ(session.OnAck(0, 0), Ack::kRepeated);
   session.Fill(source, slots);
   EXPECT_EQ(source.started(), 2u) << "only one place was freed";
   EXPECT_EQ(session.in_flight(), 1u);
+}
+
+TEST(StreamSessionTest, AnAckBeforeAnyBatchWasSentIsNeverSent) {
+  StreamSession session(2);
+  EXPECT_EQ(session.OnAck(0, 0), StreamSession::AckResult::kNeverSent);
 }
 
 TEST(StreamSessionTest, SendsNothingWhileTheAdapterCannot) {
@@ -220,7 +226,7 @@ TEST(StreamSessionTest, ALentBatchIsInFlightUntilItsAck) {
   EXPECT_EQ(session.in_flight(), 1u);
   session.Fill(source, slots);
   EXPECT_EQ(source.started(), 1u);
-  EXPECT_TRUE(session.OnAck(0, 0));
+  EXPECT_EQ(StreamSession::AckResult::kFreed, session.OnAck(0, 0));
   session.Fill(source, slots);
   EXPECT_EQ(source.started(), 2u);
 }

@@ -298,6 +298,9 @@ struct DatasetSummary {
   std::vector<std::string> classes;
   // Which pack this is: equal on two daemons only for the same dataset.
   std::string manifest_digest;
+  // Which samples these are, computed from the records: equal on two
+  // daemons only for the same samples (DatasetInfo.content_digest).
+  std::string content_digest;
 };
 
 struct PipelineSummary {

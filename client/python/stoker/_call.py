@@ -29,6 +29,9 @@ class Connection(Protocol):
     def wait_ready(self, deadline: float) -> None:
         """Waits until connected; Unavailable at the monotonic deadline."""
 
+    def check_socket(self) -> None:
+        """Unavailable at once when a unix socket address names no file."""
+
     def open_call(self, requests: Iterator[pb.StreamRequest]) -> Any:
         """Starts a Stream call that sends `requests`; returns gRPC's
         call (an iterator of responses with cancel())."""

@@ -1,12 +1,13 @@
 """Turning a received stoker.Batch into torch tensors where the Loader
 yields them: views of the message or the cuda_ipc ring, copies out of an
-shm slot, or copies to a CUDA device (see stoker.torch's module comment,
-"Tensors")."""
+shm slot into recycled memory, or copies to a CUDA device (see
+stoker.torch's module comment, "Tensors")."""
 import warnings
 from typing import Dict, Iterator, List, Mapping, Tuple, cast
 
 import torch
 
+from ._pool import OutputPool
 from .batch import Array, Batch, Ragged, view_instances
 from .stream import Stream
 from .transports import holds_slots
@@ -79,15 +80,21 @@ def _from_numpy(arrays: Batch) -> Dict[str, torch.Tensor]:
 
 
 def to_tensors(batch: Batch, stream: Stream, device: torch.device,
-               zero_copy: bool) -> TensorBatch:
+               zero_copy: bool, pool: OutputPool) -> TensorBatch:
     """`batch` of `stream` as tensors on `device`. Releases the batch where
     the tensors no longer read its slot (a copy out of it, or copies to the
-    GPU queued behind a fence); else the caller releases it when done."""
+    GPU queued behind a fence); else the caller releases it when done. A
+    copy out of an shm slot goes into a block of `pool`."""
     if stream.on_device:
         # cuda_ipc: tensors viewing the device ring, released with the
         # batch.
         return TensorBatch(cast(Dict[str, torch.Tensor],
                                 dict(_flat_arrays(batch))), batch)
+    if (holds_slots(stream.transport) and not zero_copy
+            and device.type == "cpu"):
+        tensors = copy_out(batch, pool)
+        batch.release()
+        return TensorBatch(tensors, batch)
     tensors = _from_numpy(batch)
     if device.type == "cuda":
         if stream.pinned:
@@ -99,10 +106,19 @@ def to_tensors(batch: Batch, stream: Stream, device: torch.device,
         # Acknowledged once the copies queued on the current stream have
         # run (a fence; see stoker.stream) where they read the slot.
         batch.release()
-    elif holds_slots(stream.transport) and not zero_copy:
-        tensors = {name: t.clone() for name, t in tensors.items()}
-        batch.release()
     return TensorBatch(tensors, batch)
+
+
+def copy_out(batch: Batch, pool: OutputPool) -> Dict[str, torch.Tensor]:
+    """Writable tensors holding a copy of each array of `batch` (a ragged
+    field as two, see _flat_arrays), all in one block of `pool`, which the
+    pool reuses only once every one of them and every view of one is
+    gone."""
+    arrays = dict(_flat_arrays(batch))
+    out = pool.arrays((name, a.dtype, a.shape) for name, a in arrays.items())
+    sources = _from_numpy(batch)
+    return {name: torch.from_numpy(out[name]).copy_(sources[name])
+            for name in arrays}
 
 
 def staged_to_device(tensor: torch.Tensor, device: torch.device

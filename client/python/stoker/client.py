@@ -1,4 +1,5 @@
 """Client: a connection to one stokerd, and what its config offers."""
+import os
 import time
 from typing import Any, Iterator, List, Optional, Tuple
 
@@ -41,6 +42,31 @@ def _read_pem(what: str, path: Optional[str]) -> Optional[bytes]:
     return data
 
 
+# gRPC's name schemes: an address with one of these is not a file path.
+_SCHEMES = ("unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:", "vsock:")
+
+
+def socket_path(address: str) -> Optional[str]:
+    """The file of a ``unix:PATH`` (or ``unix://PATH``) address, else None."""
+    if address.startswith("unix://"):
+        return address[len("unix://"):]
+    if address.startswith("unix:"):
+        return address[len("unix:"):]
+    return None
+
+
+def check_address(address: str) -> None:
+    """Raises ValueError for an address that is a file path without
+    ``unix:``: gRPC would take it for a host name and fail only after its
+    connect timeout, with a DNS error."""
+    if address.startswith(_SCHEMES):
+        return
+    if "/" in address or address.endswith(".sock") or os.path.exists(address):
+        raise ValueError(
+            f"address {address!r} looks like a file path: a unix socket is "
+            f"addressed as 'unix:{address}' (a TCP address as 'HOST:PORT')")
+
+
 class Client:
     """A connection to the stokerd at `address`: ``unix:/path/to.sock`` or
     ``host:port``. Nothing is sent until a method is called.
@@ -66,6 +92,7 @@ class Client:
         if not isinstance(address, str) or not address:
             raise ValueError(f"address must be 'unix:PATH' or 'HOST:PORT', "
                              f"got {address!r}")
+        check_address(address)
         self.address = address
         self.connect_timeout = float(connect_timeout)
         options: List[Tuple[str, Any]] = list(_CHANNEL_OPTIONS)
@@ -96,7 +123,7 @@ class Client:
                                pb.ListDatasetsRequest())
         return [DatasetInfo(d.name, d.num_samples, d.num_shards, d.bytes,
                             tuple(d.classes), tuple(d.fields),
-                            d.manifest_digest)
+                            d.manifest_digest, d.content_digest)
                 for d in response.datasets]
 
     def dataset(self, name: str) -> DatasetInfo:
@@ -182,11 +209,22 @@ class Client:
             ready.cancel()
             raise errors.Unavailable("no connection") from None
 
+    def check_socket(self) -> None:
+        """Raises Unavailable naming the socket file of a ``unix:``
+        address that does not exist, rather than waiting for it: no daemon
+        listens there (or the path is wrong)."""
+        path = socket_path(self.address)
+        if path is not None and not os.path.exists(path):
+            raise errors.Unavailable(
+                f"no socket at {path}: no stokerd listens there (is it "
+                f"running, and is {path} its listen.unix?)")
+
     def open_call(self, requests: Iterator[pb.StreamRequest]) -> Any:
         """Starts a Stream call that sends `requests` (an iterator)."""
         return self._stream_method(requests)
 
     def _unary(self, method: Any, request: Any) -> Any:
+        self.check_socket()
         deadline = time.monotonic() + self.connect_timeout
         try:
             self.wait_ready(deadline)

@@ -37,6 +37,9 @@ class DatasetInfo:
     fields: Tuple[str, ...]
     # Which pack this is: equal on two daemons only for the same dataset.
     manifest_digest: str
+    # Which samples these are, from the daemon's records: equal on two
+    # daemons only for the same samples; "" when they cannot prove it.
+    content_digest: str = ""
 
 
 @dataclass(frozen=True)

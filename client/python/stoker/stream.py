@@ -268,8 +268,14 @@ class Stream:
                 self.close()
                 raise
             except errors.ResourceExhausted:
+                if self._closed:
+                    raise StopIteration from None
                 raise  # All shm slots held: the stream stays usable.
             except errors.StokerError:
+                if self._closed:
+                    # Closed by another thread while this one read: a close,
+                    # whatever the read then met.
+                    raise StopIteration from None
                 self.close()
                 raise
             except grpc.RpcError as e:
@@ -352,6 +358,10 @@ class Stream:
             arrays = pair_ragged(views, b.tensors,
                                  read_offsets=not transport.on_device)
         except errors.StokerError:
+            if self._closed:
+                # Another thread closed the stream after this batch was
+                # read, unmapping its ring: a close, not a lost batch.
+                raise StopIteration from None
             self.close()
             raise
         now = time.monotonic()
@@ -434,6 +444,14 @@ class Stream:
                 return
             except (errors.Unavailable, errors.DeadlineExceeded) as e:
                 last = e
+                if opening:
+                    # A daemon that went away may come back at its socket;
+                    # a socket that was never there is reported at once.
+                    try:
+                        self._client.check_socket()
+                    except errors.Unavailable:
+                        self.close()
+                        raise
             except errors.StokerError:
                 self.close()
                 raise
@@ -472,6 +490,10 @@ class Stream:
 
     def _open_with(self, transport: transports.Transport,
                    deadline: float) -> None:
+        if getattr(self, "_info", None) is None:
+            # Before the first open: waiting for a socket file that does not
+            # exist would only time out.
+            self._client.check_socket()
         self._client.wait_ready(deadline)
         rpc = Call(self._client,
                    self._request.to_proto(self._position, transport),

@@ -12,8 +12,9 @@
 // recognized by their framing and refused with a note to convert them
 // (pyarrow.serialize is gone from pyarrow, so no reader is attempted).
 //
-// Samples are keys 0 .. __len__ - 1 (__len__ in either encoding; without
-// it, every key but __keys__ and __len__, in LMDB's order).
+// Samples are keys 0 .. __len__ - 1 (__len__ in either encoding, and fewer
+// than the keys the LMDB holds; without it, every key but __keys__ and
+// __len__, in LMDB's order).
 
 #include <lmdb.h>
 
@@ -157,6 +158,15 @@ class EfficientLmdbImporter final : public Importer {
         return absl::InvalidArgumentError(absl::StrCat(
             src_, " key __len__: not a msgpack or pickle integer"));
       }
+      // __len__ sizes the listing: a count beyond the keys the LMDB holds
+      // cannot be its samples, and would cost memory and a line per key.
+      absl::StatusOr<uint64_t> entries = Entries();
+      if (!entries.ok()) return entries.status();
+      if (static_cast<uint64_t>(n) >= *entries) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            src_, " key __len__: says ", n, " samples, but the LMDB holds ",
+            *entries, " keys in all, __len__ among them"));
+      }
       for (int64_t i = 0; i < n; ++i) keys_.push_back(absl::StrCat(i));
     } else if (absl::IsNotFound(got)) {
       if (absl::Status s = AllKeys(); !s.ok()) return s;
@@ -207,6 +217,25 @@ class EfficientLmdbImporter final : public Importer {
     if (rc != 0) return LmdbError(rc, "cannot read");
     out->assign(ToView(v));
     return absl::OkStatus();
+  }
+
+  // The number of keys in the LMDB.
+  absl::StatusOr<uint64_t> Entries() const {
+    MDB_txn* raw = nullptr;
+    if (int rc = mdb_txn_begin(env_.get(), nullptr, MDB_RDONLY, &raw);
+        rc != 0) {
+      return LmdbError(rc, "cannot begin a read");
+    }
+    TxnPtr txn(raw);
+    MDB_dbi dbi = 0;
+    if (int rc = mdb_dbi_open(raw, nullptr, 0, &dbi); rc != 0) {
+      return LmdbError(rc, "cannot open the database");
+    }
+    MDB_stat stat;
+    if (int rc = mdb_stat(raw, dbi, &stat); rc != 0) {
+      return LmdbError(rc, "cannot count the keys");
+    }
+    return static_cast<uint64_t>(stat.ms_entries);
   }
 
   absl::Status AllKeys() {

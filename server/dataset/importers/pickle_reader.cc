@@ -1,5 +1,6 @@
 #include "server/dataset/importers/pickle_reader.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -13,6 +14,10 @@ namespace {
 constexpr size_t kMaxStack = 1 << 16;
 constexpr size_t kMaxMemo = 1 << 16;
 constexpr uint64_t kMaxCopied = uint64_t{1} << 28;
+// Tuples and lists nest at most this deep. A record is a pair of plain
+// values; the bound keeps the recursion of a PyValue's destructor and of
+// Cost() shallow, where 400,000 nested TUPLE1s would overflow the stack.
+constexpr int kMaxDepth = 100;
 
 // Opcodes the reader refuses, named for the message.
 struct Refused {
@@ -40,6 +45,13 @@ constexpr Refused kRefused[] = {
 struct Slot {
   enum class Kind { kValue, kMark, kCodecsEncode } kind = Kind::kValue;
   PyValue value;
+  int depth = 0;  // Of value: 0 for a scalar, 1 + its deepest item's.
+};
+
+// A memoized value and its depth.
+struct Memoized {
+  PyValue value;
+  int depth = 0;
 };
 
 // latin-1 bytes of a UTF-8 string whose code points are all below 256.
@@ -105,7 +117,18 @@ class Machine {
     return absl::OkStatus();
   }
 
-  void Push(PyValue v) { stack_.push_back({Slot::Kind::kValue, std::move(v)}); }
+  void Push(PyValue v, int depth = 0) {
+    stack_.push_back({Slot::Kind::kValue, std::move(v), depth});
+  }
+
+  // The depth of a tuple or list that holds a value of depth `item`.
+  absl::StatusOr<int> Around(int item) const {
+    if (item + 1 > kMaxDepth) {
+      return Bad(absl::StrCat("tuples and lists nested more than ", kMaxDepth,
+                              " deep"));
+    }
+    return item + 1;
+  }
 
   absl::Status PushInt(int64_t i) {
     PyValue v;
@@ -131,14 +154,20 @@ class Machine {
   // Pops the top `n` values (none a MARK) into a tuple.
   absl::Status Tuple(size_t n) {
     if (stack_.size() < n) return Bad("tuple of more items than the stack");
+    int deepest = 0;
+    for (size_t i = stack_.size() - n; i < stack_.size(); ++i) {
+      if (stack_[i].kind != Slot::Kind::kValue) return Bad("tuple of a mark");
+      deepest = std::max(deepest, stack_[i].depth);
+    }
+    absl::StatusOr<int> depth = Around(deepest);
+    if (!depth.ok()) return depth.status();
     PyValue t;
     t.type = PyValue::Type::kTuple;
     for (size_t i = stack_.size() - n; i < stack_.size(); ++i) {
-      if (stack_[i].kind != Slot::Kind::kValue) return Bad("tuple of a mark");
       t.items.push_back(std::move(stack_[i].value));
     }
     stack_.resize(stack_.size() - n);
-    Push(std::move(t));
+    Push(std::move(t), *depth);
     return absl::OkStatus();
   }
 
@@ -163,7 +192,7 @@ class Machine {
     }
     copied_ += Cost(stack_.back().value);
     if (copied_ > kMaxCopied) return Bad("memo puts copy too much");
-    memo_[index] = stack_.back().value;
+    memo_[index] = {stack_.back().value, stack_.back().depth};
     return absl::OkStatus();
   }
 
@@ -179,9 +208,9 @@ class Machine {
     if (it == memo_.end()) return Bad("memo get of an unset index");
     // A memo get copies: a list appended to itself doubles with each get,
     // so the copies together are bounded.
-    copied_ += Cost(it->second);
+    copied_ += Cost(it->second.value);
     if (copied_ > kMaxCopied) return Bad("memo gets copy too much");
-    Push(it->second);
+    Push(it->second.value, it->second.depth);
     return absl::OkStatus();
   }
 
@@ -263,10 +292,10 @@ class Machine {
         absl::StatusOr<size_t> k = SinceMark();
         if (!k.ok()) return k.status();
         if (absl::Status s = Tuple(*k); !s.ok()) return s;
-        PyValue t = std::move(stack_.back().value);
+        Slot t = std::move(stack_.back());
         stack_.pop_back();
         stack_.pop_back();  // The MARK.
-        Push(std::move(t));
+        stack_.push_back(std::move(t));
         return absl::OkStatus();
       }
       case ']': {  // EMPTY_LIST
@@ -290,11 +319,19 @@ class Machine {
             stack_[list_at].value.type != PyValue::Type::kList) {
           return Bad("append to something that is not a list");
         }
+        int deepest = 0;
         for (size_t i = stack_.size() - k; i < stack_.size(); ++i) {
           if (stack_[i].kind != Slot::Kind::kValue) {
             return Bad("append of something that is not a value");
           }
-          stack_[list_at].value.items.push_back(std::move(stack_[i].value));
+          deepest = std::max(deepest, stack_[i].depth);
+        }
+        absl::StatusOr<int> depth = Around(deepest);
+        if (!depth.ok()) return depth.status();
+        Slot& list = stack_[list_at];
+        list.depth = std::max(list.depth, *depth);
+        for (size_t i = stack_.size() - k; i < stack_.size(); ++i) {
+          list.value.items.push_back(std::move(stack_[i].value));
         }
         stack_.resize(list_at + 1);
         return absl::OkStatus();
@@ -353,7 +390,7 @@ class Machine {
   size_t at_ = 0;
   size_t op_at_ = 0;
   std::vector<Slot> stack_;
-  std::map<uint64_t, PyValue> memo_;
+  std::map<uint64_t, Memoized> memo_;
   uint64_t copied_ = 0;  // By memo gets and puts.
 };
 

@@ -12,7 +12,9 @@
 // latin-1 encoding. Every other opcode is refused where it stands: GLOBAL
 // or STACK_GLOBAL naming anything else, REDUCE, BUILD, INST, OBJ, NEWOBJ,
 // EXT*, PERSID... So a pickle that would run os.system is an error, and
-// nothing in it runs. Thread-safe: pure functions.
+// nothing in it runs. Tuples and lists nest at most 100 deep (deeper is
+// DataLoss, refused as it is parsed), so freeing a value never recurses
+// deeply. Thread-safe: pure functions.
 #ifndef STOKER_SERVER_DATASET_IMPORTERS_PICKLE_READER_H_
 #define STOKER_SERVER_DATASET_IMPORTERS_PICKLE_READER_H_
 

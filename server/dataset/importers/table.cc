@@ -5,8 +5,9 @@
 // column is inline text turned into the value by its kind's FromText
 // (int64, float32/64, str, ndarray). Columns no --field names are ignored.
 // A malformed line stops the listing (InvalidArgument "file:line: ...");
-// a cell its kind refuses makes that row a bad sample, named "file:line",
-// which --on-error skips or fails on.
+// a cell its kind refuses, or a JSON cell nested more than 64 deep, makes
+// that row a bad sample, named "file:line", which --on-error skips or
+// fails on.
 
 #include <algorithm>
 #include <filesystem>
@@ -57,6 +58,10 @@ bool SplitCsvLine(absl::string_view line, std::vector<std::string>* cells) {
   return !quoted;
 }
 
+// JSON nested deeper than this within a cell is refused: no field kind
+// takes more than a few levels, and dump() recurses once per level.
+constexpr int kMaxJsonDepth = 64;
+
 // One field's text from a JSON value: a string as it is, anything else
 // (numbers, arrays) as JSON, which FromText reads.
 std::string JsonText(const nlohmann::json& v) {
@@ -97,8 +102,29 @@ class TableImporter final : public Importer {
       if (absl::StripAsciiWhitespace(line).empty()) continue;
       const std::string where = absl::StrCat(file_, ":", line_number);
       std::vector<std::string> row(fields_.size());
+      std::string bad;  // Why the row is a bad sample, if it is.
       if (jsonl) {
-        nlohmann::json obj = nlohmann::json::parse(line, nullptr, false);
+        // The parser is iterative; values nested too deep are dropped as
+        // they are parsed, and the key they were under noted.
+        std::string key, deep_key;
+        nlohmann::json obj = nlohmann::json::parse(
+            line,
+            [&](int depth, nlohmann::json::parse_event_t event,
+                nlohmann::json& parsed) {
+              using Event = nlohmann::json::parse_event_t;
+              if (depth == 1 && event == Event::key) {
+                key = parsed.get<std::string>();
+              }
+              // A cell's outermost list or object starts at depth 1.
+              if (depth <= kMaxJsonDepth ||
+                  (event != Event::array_start &&
+                   event != Event::object_start)) {
+                return true;
+              }
+              if (deep_key.empty()) deep_key = key;
+              return false;
+            },
+            false);
         if (obj.is_discarded() || !obj.is_object()) {
           return absl::InvalidArgumentError(
               absl::StrCat(where, ": not a JSON object"));
@@ -109,7 +135,13 @@ class TableImporter final : public Importer {
             return absl::InvalidArgumentError(absl::StrCat(
                 where, ": no column '", columns_[f], "'"));
           }
-          row[f] = JsonText(*it);
+          if (columns_[f] == deep_key) {
+            bad = absl::StrCat("column '", deep_key,
+                               "': JSON nested more than ", kMaxJsonDepth,
+                               " deep");
+          } else {
+            row[f] = JsonText(*it);
+          }
         }
       } else {
         if (!SplitCsvLine(line, &cells)) {
@@ -138,6 +170,7 @@ class TableImporter final : public Importer {
         }
       }
       rows_.push_back(std::move(row));
+      bad_.push_back(std::move(bad));
       out.samples.push_back(where);
     }
     return out;
@@ -145,6 +178,7 @@ class TableImporter final : public Importer {
 
   absl::Status Read(uint64_t i,
                     std::vector<std::string>* values) const override {
+    if (!bad_[i].empty()) return absl::InvalidArgumentError(bad_[i]);
     const std::vector<std::string>& row = rows_[i];
     values->resize(fields_.size());
     for (size_t f = 0; f < fields_.size(); ++f) {
@@ -180,6 +214,7 @@ class TableImporter final : public Importer {
   std::vector<FieldSpec> fields_;    // The schema.
   std::vector<std::string> columns_;  // What each field reads.
   std::vector<std::vector<std::string>> rows_;  // Set by List.
+  std::vector<std::string> bad_;  // Per row: why it is a bad sample, or "".
 };
 
 }  // namespace

@@ -83,7 +83,9 @@ absl::Status ParsePax(std::string_view data, std::string* path,
     if (key == "size") {
       if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()),
                             size)) {
-        return absl::DataLossError("pax size is not a number");
+        return absl::DataLossError(absl::StrCat(
+            "pax record size=", std::string(value),
+            " is not a number of bytes"));
       }
       *has_size = true;
     }

@@ -19,10 +19,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "server/dataset/importers/example_proto.h"
 #include "server/dataset/importers/file_range.h"
 #include "server/dataset/importers/importers.h"
+#include "server/dataset/importers/number_list.h"
 #include "server/dataset/importers/tfrecord_format.h"
 
 namespace stoker::dataset {
@@ -55,18 +55,19 @@ absl::StatusOr<std::string> FeatureValue(const FieldSpec& spec,
     return absl::DataLossError(absl::StrCat(
         "a number list, field '", spec.name, "' needs a bytes_list"));
   }
-  std::vector<std::string> numbers;
-  if (f.kind == Kind::kInt64) {
-    for (int64_t v : f.int64s) numbers.push_back(absl::StrCat(v));
-  } else if (f.kind == Kind::kFloat) {
-    // %.9g: a float32 survives the round trip through text exactly.
-    for (float v : f.floats) numbers.push_back(absl::StrFormat("%.9g", v));
+  if (kind == "ndarray") {
+    // Straight to the dtype: through text, a list took some 50 times its
+    // size.
+    if (f.kind == Kind::kFloat) return FloatsToArray(spec, f.floats);
+    return Int64sToArray(spec, f.int64s);
   }
-  if (kind != "ndarray") {
-    if (absl::Status s = one(numbers.size()); !s.ok()) return s;
-  }
-  // FromText does the range checks and conversion of every dtype.
-  return spec.kind->FromText(spec, absl::StrJoin(numbers, " "));
+  const size_t n = f.kind == Kind::kFloat ? f.floats.size() : f.int64s.size();
+  if (absl::Status s = one(n); !s.ok()) return s;
+  // One number: FromText does the range check and conversion of the
+  // scalar kinds. %.9g: a float32 survives the round trip exactly.
+  return spec.kind->FromText(spec, f.kind == Kind::kFloat
+                                       ? absl::StrFormat("%.9g", f.floats[0])
+                                       : absl::StrCat(f.int64s[0]));
 }
 
 class TfRecordImporter final : public Importer {

@@ -27,6 +27,7 @@
 #include "server/dataset/importers/importers.h"
 #include "server/dataset/importers/npy.h"
 #include "server/dataset/importers/tar_reader.h"
+#include "server/dataset/skip_summary.h"
 
 namespace stoker::dataset {
 namespace {
@@ -104,6 +105,12 @@ class WebDatasetImporter final : public Importer {
         }
         extensions.insert(ext);
       }
+    }
+    if (samples_.empty() && !out.rejected.empty()) {
+      // Say why nothing was found, not that it holds no known extension.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "no samples in ", src_, ": every shard or member was rejected, "
+          "for these reasons:\n", SummarizeSkipped(out.rejected)));
     }
     absl::Status s = MakeColumns(extensions);
     if (!s.ok()) return s;

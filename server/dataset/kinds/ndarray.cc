@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -81,6 +82,67 @@ bool AppendElement(tensor::DType dtype, absl::string_view number,
   return false;
 }
 
+// Checks the brackets of `text` against the shape: none at all (the
+// numbers in order, as "1 2 3"), or lists nested exactly as deep as the
+// shape has dimensions, each holding that dimension's number of items (any
+// number for a first dimension of -1), numbers only in the innermost. So
+// for [-1, 4], "[[1,2,3,4,5],[6,7,8]]" is refused rather than packed as two
+// rows of 4. Iterative, and stops at the first list deeper than the shape.
+absl::Status CheckNesting(const FieldSpec& spec, std::string_view text) {
+  const size_t open = text.find('[');
+  if (open == std::string_view::npos) {
+    if (text.find(']') == std::string_view::npos) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("field '", spec.name, "': a ']' without its '['"));
+  }
+  const size_t rank = spec.shape.size();
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field '", spec.name, "': ", what, "; ", TypeText(spec), " nests ",
+        rank, rank == 1 ? " list" : " lists", " deep"));
+  };
+  std::vector<uint64_t> items;  // Per open list, outermost first.
+  bool in_number = false;
+  bool closed = false;  // The outermost list has ended.
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool separator = c == ' ' || c == '\t' || c == '\r' ||
+                           c == '\n' || c == ',' || c == '[' || c == ']';
+    if (!separator) {
+      if (!in_number) {
+        if (closed || items.size() != rank) {
+          return bad(absl::StrCat("a number at depth ", items.size()));
+        }
+        ++items.back();
+      }
+      in_number = true;
+      continue;
+    }
+    in_number = false;
+    if (c == '[') {
+      if (closed) return bad("a second list after the outermost one");
+      if (items.size() == rank) {
+        return bad(absl::StrCat("a list at depth ", items.size() + 1));
+      }
+      if (!items.empty()) ++items.back();
+      items.push_back(0);
+    } else if (c == ']') {
+      if (items.empty()) return bad("a ']' without its '['");
+      const size_t level = items.size() - 1;
+      const int64_t want = spec.shape[level];
+      if (want != -1 && items.back() != static_cast<uint64_t>(want)) {
+        return bad(absl::StrCat("a list at depth ", level + 1, " holds ",
+                                items.back(), " items where dimension ",
+                                level, " is ", want));
+      }
+      items.pop_back();
+      closed = items.empty();
+    }
+  }
+  if (!items.empty()) return bad("a '[' without its ']'");
+  return absl::OkStatus();
+}
+
 class NdarrayKind final : public FieldKind {
  public:
   std::string_view name() const override { return "ndarray"; }
@@ -148,10 +210,12 @@ class NdarrayKind final : public FieldKind {
     return absl::OkStatus();
   }
 
-  // Numbers separated by spaces or commas, brackets ignored: "1 2 3",
-  // "[[0.5, 1], [2, 3]]". The count must fit the shape.
+  // Numbers separated by spaces or commas, with no brackets ("1 2 3") or
+  // nested as the shape is ("[[0.5, 1], [2, 3]]" for [2, 2]; CheckNesting).
+  // The count must fit the shape.
   absl::StatusOr<std::string> FromText(const FieldSpec& spec,
                                        std::string_view text) const override {
+    if (absl::Status s = CheckNesting(spec, text); !s.ok()) return s;
     std::string out;
     uint64_t count = 0;
     for (absl::string_view number :

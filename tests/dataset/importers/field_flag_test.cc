@@ -98,6 +98,38 @@ TEST(FromTextTest, ArraysTakeNumbersOrJsonArrays) {
   EXPECT_EQ(FromText("t:ndarray:bool:2", "1 0"), std::string("\x01\x00", 2));
 }
 
+TEST(FromTextTest, BracketsMustNestAsTheShapeDoes) {
+  const char kBoxes[] = "b:ndarray:int32:-1x4";
+  EXPECT_EQ(FromText(kBoxes, "[[1,2,3,4],[5,6,7,8]]").size(), 32u);
+  EXPECT_EQ(FromText(kBoxes, "[]"), "");
+  EXPECT_EQ(FromText(kBoxes, "1 2 3 4 5 6 7 8").size(), 32u);  // No brackets.
+  // Eight numbers, but not two rows of four: refused, not regrouped.
+  EXPECT_EQ(FromText(kBoxes, "[[1,2,3,4,5],[6,7,8]]"),
+            "INVALID_ARGUMENT: field 'b': a list at depth 2 holds 5 items "
+            "where dimension 1 is 4; int32 [-1, 4] nests 2 lists deep");
+  EXPECT_EQ(FromText(kBoxes, "[1,2,3,4,5,6,7,8]"),
+            "INVALID_ARGUMENT: field 'b': a number at depth 1; int32 [-1, 4] "
+            "nests 2 lists deep");
+  EXPECT_EQ(FromText(kBoxes, "[[[1,2,3,4]]]"),
+            "INVALID_ARGUMENT: field 'b': a list at depth 3; int32 [-1, 4] "
+            "nests 2 lists deep");
+  EXPECT_EQ(FromText(kBoxes, "[[1,2,3,4]"),
+            "INVALID_ARGUMENT: field 'b': a '[' without its ']'; int32 "
+            "[-1, 4] nests 2 lists deep");
+  EXPECT_EQ(FromText(kBoxes, "[[1,2,3,4]] 5"),
+            "INVALID_ARGUMENT: field 'b': a number at depth 0; int32 "
+            "[-1, 4] nests 2 lists deep");
+  EXPECT_EQ(FromText("p:ndarray:uint8:2x2", "[[1,2],[3,4],[5,6]]"),
+            "INVALID_ARGUMENT: field 'p': a list at depth 1 holds 3 items "
+            "where dimension 0 is 2; uint8 [2, 2] nests 2 lists deep");
+  // 100,000 nested brackets stop at the first one deeper than the shape.
+  const std::string deep =
+      std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(FromText(kBoxes, deep),
+            "INVALID_ARGUMENT: field 'b': a list at depth 3; int32 [-1, 4] "
+            "nests 2 lists deep");
+}
+
 TEST(FromTextTest, TextKindsKeepTheTextAndImagesRefuse) {
   EXPECT_EQ(FromText("c:str", "a, b"), "a, b");
   EXPECT_EQ(FromText("b:bytes", "raw"), "raw");

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace stoker::dataset {
@@ -59,6 +60,56 @@ TEST(NpyTest, RefusesFortranObjectAndBigEndianArrays) {
                 .status()
                 .code(),
             absl::StatusCode::kDataLoss);
+}
+
+// The message of ParseNpy's error for a header, or "ok".
+std::string HeaderError(const std::string& header, size_t data_bytes) {
+  absl::StatusOr<NpyArray> a =
+      ParseNpy(Npy(header, std::string(data_bytes, '\0')));
+  return a.ok() ? "ok" : std::string(a.status().message());
+}
+
+TEST(NpyTest, RefusesARepeatedKeyRatherThanPickOne) {
+  // Each of these once read as a C-order little-endian array.
+  EXPECT_EQ(HeaderError("{'descr': '<f4', 'fortran_order': False, "
+                        "\"fortran_order\": True, 'shape': (2, 2), }",
+                        16),
+            ".npy: header key 'fortran_order' given twice (again at header "
+            "byte 41)");
+  EXPECT_EQ(HeaderError("{'descr': '<i4', 'descr': '>i4', 'fortran_order': "
+                        "False, 'shape': (2,), }",
+                        8),
+            ".npy: header key 'descr' given twice (again at header byte 17)");
+  EXPECT_EQ(HeaderError("{'descr': '<i4', 'fortran_order': False, 'shape': "
+                        "(2,), 'shape': (1,), }",
+                        8),
+            ".npy: header key 'shape' given twice (again at header byte 56)");
+  // Double quotes and no trailing comma are the same dict.
+  EXPECT_EQ(HeaderError("{\"descr\": \"<i4\", \"fortran_order\": False, "
+                        "\"shape\": (2,)}",
+                        8),
+            "ok");
+}
+
+TEST(NpyTest, RefusesAHeaderThatIsNotExactlyTheThreeKeys) {
+  EXPECT_EQ(HeaderError("{'descr': '<i4', 'shape': (2,), }", 8),
+            ".npy: no 'fortran_order' in the header");
+  EXPECT_THAT(HeaderError("{'descr': '<i4', 'fortran_order': False, 'shape': "
+                          "(2,), 'extra': 1}",
+                          8),
+              ::testing::HasSubstr("unknown header key 'extra'"));
+  EXPECT_THAT(HeaderError("{'descr': [('a', '<i4')], 'fortran_order': False, "
+                          "'shape': (2,), }",
+                          8),
+              ::testing::HasSubstr("structured dtypes are not supported"));
+  EXPECT_THAT(HeaderError("{'descr': '<i4', 'fortran_order': False, 'shape': "
+                          "(-2,), }",
+                          8),
+              ::testing::HasSubstr("bad shape dimension '-'"));
+  EXPECT_THAT(HeaderError("{'descr': '<i4', 'fortran_order': Maybe, 'shape': "
+                          "(2,), }",
+                          8),
+              ::testing::HasSubstr("neither True nor False"));
 }
 
 TEST(NpyTest, DataOfTheWrongSizeOrABadMagicIsDataLoss) {

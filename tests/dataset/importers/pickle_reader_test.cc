@@ -95,5 +95,47 @@ TEST(PickleReaderTest, TruncatedOrTrailingInputIsDataLoss) {
             "DATA_LOSS: pickle: no STOP at byte 0");
 }
 
+// PROTO 4, N, then `depth` TUPLE1s (or EMPTY_LIST, value, APPEND pairs),
+// STOP: a value nested `depth` deep.
+std::string Nested(int depth, bool lists) {
+  std::string p = "\x80\x04";
+  if (lists) {
+    for (int i = 0; i < depth; ++i) p += "]";
+    p += "N";
+    for (int i = 0; i < depth; ++i) p += "a";
+  } else {
+    p += "N";
+    p.append(depth, '\x85');
+  }
+  return p + ".";
+}
+
+TEST(PickleReaderTest, RefusesNestingDeeperThanTheBound) {
+  EXPECT_TRUE(ParsePickle(Nested(100, false)).ok());
+  EXPECT_TRUE(ParsePickle(Nested(100, true)).ok());
+  EXPECT_EQ(ParsePickle(Nested(101, false)).status().ToString(),
+            "DATA_LOSS: pickle: tuples and lists nested more than 100 deep "
+            "at byte 103");
+  EXPECT_FALSE(ParsePickle(Nested(101, true)).ok());
+  // 400,000 nested tuples once overflowed the stack when freed.
+  EXPECT_EQ(ParsePickle(Nested(400000, false)).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParsePickle(Nested(400000, true)).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(PickleReaderTest, AMemoGetKeepsTheDepthOfWhatItCopies) {
+  // A 60-deep tuple, memoized, then put in a tuple with its own copy and
+  // again: the copies carry the depth, so the bound still holds.
+  std::string p = "\x80\x04N";
+  p.append(60, '\x85');
+  p += "\x94";  // MEMOIZE as 0.
+  const std::string get_pair("h\x00\x86", 3);  // BINGET 0, TUPLE2.
+  for (int i = 0; i < 40; ++i) p += get_pair;
+  EXPECT_TRUE(ParsePickle(p + ".").ok());  // 100 deep.
+  EXPECT_EQ(ParsePickle(p + get_pair + ".").status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace stoker::dataset

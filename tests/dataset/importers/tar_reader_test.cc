@@ -105,6 +105,14 @@ TEST(TarReaderTest, AMalformedPaxRecordIsDataLoss) {
             "DATA_LOSS: tar header at byte 0: malformed pax record");
 }
 
+TEST(TarReaderTest, ANegativePaxSizeIsNamed) {
+  const std::string tar =
+      Member("PaxHeader", "11 size=-1\n", 'x') + Member("a.jpg", "b") + End();
+  EXPECT_EQ(ListTarBytes(tar).status().ToString(),
+            "DATA_LOSS: tar header at byte 0: pax record size=-1 is not a "
+            "number of bytes");
+}
+
 TEST(TarReaderTest, AnArchiveWithoutEndBlocksStillLists) {
   absl::StatusOr<TarListing> l = ListTarBytes(Member("a.txt", "hi"));
   ASSERT_TRUE(l.ok());

@@ -138,9 +138,10 @@ class DatasetHealth(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., healthy: bool = ..., damage: _Optional[_Iterable[_Union[ShardDamage, _Mapping]]] = ...) -> None: ...
 
 class DatasetInfo(_message.Message):
-    __slots__ = ["bytes", "classes", "fields", "manifest_digest", "name", "num_samples", "num_shards"]
+    __slots__ = ["bytes", "classes", "content_digest", "fields", "manifest_digest", "name", "num_samples", "num_shards"]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_DIGEST_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -148,12 +149,13 @@ class DatasetInfo(_message.Message):
     NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
     bytes: int
     classes: _containers.RepeatedScalarFieldContainer[str]
+    content_digest: str
     fields: _containers.RepeatedScalarFieldContainer[str]
     manifest_digest: str
     name: str
     num_samples: int
     num_shards: int
-    def __init__(self, name: _Optional[str] = ..., num_samples: _Optional[int] = ..., num_shards: _Optional[int] = ..., bytes: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ..., manifest_digest: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., num_samples: _Optional[int] = ..., num_shards: _Optional[int] = ..., bytes: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ..., manifest_digest: _Optional[str] = ..., content_digest: _Optional[str] = ...) -> None: ...
 
 class ErrorCount(_message.Message):
     __slots__ = ["code", "count"]

@@ -1,0 +1,80 @@
+// Pull and push: copying a packed dataset between a Store (store.h) and a
+// local folder, checked and published so that a reader never sees half a
+// dataset.
+//
+// Pull SOURCE -> DEST:
+//   1. Locks DEST (an flock on DEST/.stoker-pull/lock): a second pull of the
+//      same DEST fails at once, naming the holder's pid.
+//   2. Reads SOURCE's manifest. A DEST whose manifest.json is the same text
+//      is complete: nothing is fetched. A DEST with another manifest is
+//      refused.
+//   3. Fetches every shard file and record index that DEST does not hold
+//      yet, in chunks of `chunk_bytes`, `parallel` ranged GETs at a time,
+//      each into DEST/.stoker-pull/FILE.part. A file whose chunks are all
+//      in is checked (its digest; a shard packed without one, record by
+//      record), fsynced and renamed to DEST/FILE: it is published. A copy
+//      that fails its check is fetched once more, then the pull fails with
+//      DataLoss naming the shard and the URL.
+//   4. Writes DEST/manifest.json last (temporary name, fsync, rename):
+//      a DEST without a manifest is not a dataset.
+// A pull that is killed resumes: the files already published are kept
+// (they were checked before being renamed, and their size is checked
+// again), part files are fetched anew. The state remembers the manifest it
+// was pulling; if SOURCE changed since, the files of the old one are
+// removed first.
+//
+// Push DIR -> DEST uploads every shard and index (an S3 store uses
+// multipart uploads for large ones), then manifest.json last. DEST holding
+// another dataset's manifest is refused unless `force`.
+//
+// Thread-safe: concurrent calls for different DESTs are independent.
+#ifndef STOKER_SERVER_STORAGE_TRANSFER_H_
+#define STOKER_SERVER_STORAGE_TRANSFER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/dataset/manifest.h"
+#include "server/storage/store.h"
+
+namespace stoker::storage {
+
+inline constexpr char kPullStateDir[] = ".stoker-pull";
+
+struct TransferProgress {
+  uint64_t bytes_done = 0;   // Moved by this call, plus those already there.
+  uint64_t bytes_total = 0;  // Of every file of the dataset.
+  uint64_t files_done = 0;
+  uint64_t files_total = 0;
+};
+
+struct TransferOptions {
+  int parallel = 8;                           // Requests in flight.
+  uint64_t chunk_bytes = uint64_t{16} << 20;  // Bytes per ranged GET.
+  bool force = false;                         // Push: replace another dataset.
+  // Called from the transferring threads, one call at a time, as bytes
+  // move. May be empty.
+  std::function<void(const TransferProgress&)> progress;
+  // Lines worth telling the user (resumed files, a refetch). May be empty.
+  std::function<void(const std::string&)> notice;
+};
+
+struct TransferReport {
+  dataset::Manifest manifest;
+  uint64_t bytes_moved = 0;  // By this call.
+  uint64_t files_moved = 0;
+  uint64_t files_reused = 0;  // Pull: published by an earlier, killed pull.
+  double seconds = 0;
+};
+
+absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
+                                    const TransferOptions& options);
+
+absl::StatusOr<TransferReport> Push(const std::string& dir, Store& dest,
+                                    const TransferOptions& options);
+
+}  // namespace stoker::storage
+
+#endif  // STOKER_SERVER_STORAGE_TRANSFER_H_
