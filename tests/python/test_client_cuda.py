@@ -13,7 +13,8 @@ from stoker import _cuda, transports
 from stoker._proto.stoker.v1 import stoker_pb2 as pb
 from stoker.batch import pair_ragged
 from stoker.request import StreamRequest
-from stoker.stream import Stream, _Releases
+from stoker._releases import Releases
+from stoker.stream import Stream
 
 torch = pytest.importorskip("torch")
 
@@ -193,7 +194,7 @@ def ack(step):
 
 
 def test_a_fenced_release_is_acked_once_its_event_completes():
-    call, releases = Sent(), _Releases()
+    call, releases = Sent(), Releases()
     releases.attach(call)
     events = [FakeEvent() for _ in range(3)]
     for step, event in enumerate(events):
@@ -214,7 +215,7 @@ def test_a_fenced_release_is_acked_once_its_event_completes():
 
 
 def test_fenced_acks_of_an_earlier_call_are_dropped():
-    old, new, releases = Sent(), Sent(), _Releases()
+    old, new, releases = Sent(), Sent(), Releases()
     releases.attach(old)
     event = FakeEvent()
     releases.release(releases.generation, ack(0), lambda: event)
@@ -230,7 +231,7 @@ def test_a_stream_waits_for_fences_only_when_they_hold_the_last_slot():
     # batches take every slot.
     stream = Stream.__new__(Stream)
     stream._request = StreamRequest("d", "p", batch_size=1, hold=1)
-    stream._releases = releases = _Releases()
+    stream._releases = releases = Releases()
     call = Sent()
     releases.attach(call)
     stream._held = []

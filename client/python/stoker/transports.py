@@ -33,7 +33,7 @@ The consumer's GPU (Stream's `cuda_device`) may still read a released
 batch: the kernels and copies it queued run later. So a release asks the
 transport for a fence (a CUDA event on the GPU's current stream, where the
 consumer's reads may be pending), and the ack waits for it (see
-stream._Releases).
+_releases.Releases).
 """
 import logging
 import mmap
