@@ -34,7 +34,7 @@
 #include "server/service/catalog.h"
 #include "server/service/opener.h"
 #include "server/service/stream_service.h"
-#include "server/transport/grpc/grpc_service.h"
+#include "server/rpc/grpc_service.h"
 #include "server/transport/transport.h"
 
 namespace stoker {

@@ -6,8 +6,12 @@
 # a clang build in build-fuzz/). That is what CI runs, in about 25 minutes
 # on 2 cores.
 #
-# usage: tests/run.sh [--no-fuzz] [--sanitizers] [--long]
+# usage: tests/run.sh [--no-fuzz] [--sanitizers] [--tsan] [--long]
 #   --no-fuzz     skip the fuzz targets (the quick loop)
+#   --tsan        then also build everything with ThreadSanitizer (build-tsan/)
+#                 and run every C++ unit and integration test under it. CI
+#                 runs only the service-core tests under TSan (TSAN_CORE
+#                 below), building only their targets.
 #   --sanitizers  then also build everything with ASan + UBSan (gcc, Debug,
 #                 build-asan/) and rerun the C++ tests and the end-to-end
 #                 tests against it: about 25 minutes more on 2 cores, too
@@ -19,17 +23,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SANITIZERS=0
+TSAN=0
 FUZZ=1
 for arg in "$@"; do
   case "$arg" in
     --no-fuzz) FUZZ=0 ;;
     --sanitizers) SANITIZERS=1 ;;
+    --tsan) TSAN=1 ;;
     --long)
       SANITIZERS=1
       export STOKER_SOAK_SECONDS=${STOKER_SOAK_SECONDS:-600}
       export STOKER_FUZZ_SECONDS=${STOKER_FUZZ_SECONDS:-300}
       export STOKER_FUZZ_OPT=${STOKER_FUZZ_OPT:-1} ;;
-    *) echo "usage: tests/run.sh [--no-fuzz] [--sanitizers] [--long]" >&2
+    *) echo "usage: tests/run.sh [--no-fuzz] [--sanitizers] [--tsan] [--long]" >&2
        exit 2 ;;
   esac
 done
@@ -82,6 +88,32 @@ bench/run --smoke --build-dir build --pipelines recipe,dino \
 bench/jobs --smoke --build-dir build
 bench/memory --smoke --build-dir build
 bench/embedded --smoke --build-dir build
+
+# The service core's tests (tests/service/): the stream protocol, admission,
+# the worker pool, batches. CI runs them under ThreadSanitizer; --tsan runs
+# every C++ test under it.
+TSAN_CORE="stream_session_test admission_test worker_pool_test service_batch_test
+  autotuner_test service_remote_batch_test"
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
+tsan_configure() {
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DSTOKER_TSAN=ON >/dev/null
+}
+if [ $TSAN -eq 1 ]; then
+  step "build with ThreadSanitizer"
+  tsan_configure
+  cmake --build build-tsan -j"$JOBS"
+  step "C++ tests under ThreadSanitizer"
+  ctest --test-dir build-tsan --output-on-failure -j"$JOBS" --timeout 900
+else
+  step "service-core tests under ThreadSanitizer"
+  tsan_configure
+  # shellcheck disable=SC2086  # TSAN_CORE is a list of targets.
+  cmake --build build-tsan -j"$JOBS" --target $TSAN_CORE
+  ctest --test-dir build-tsan --output-on-failure -j"$JOBS" --timeout 900 \
+    -L "^($(echo $TSAN_CORE | tr ' ' '|'))\$"
+fi
 
 if [ $FUZZ -eq 1 ]; then
   # Built at -O0 for CI's 20 s runs: two thirds of the build time, for a

@@ -16,6 +16,38 @@ LabelKey KeyOf(const v1::LabelStats& s) {
   return {s.dataset(), s.pipeline(), s.job_id(), s.transport()};
 }
 
+// A count of a stream or label set by its name in GetStats' `counts` map
+// (server/service/counters.h, kCounts): "samples", "wait_seconds", ...;
+// 0 where the daemon sent none.
+template <typename Stats>
+double CountOf(const Stats& s, const std::string& name) {
+  const auto it = s.counts().find(name);
+  return it == s.counts().end() ? 0 : it->second;
+}
+
+// How much each count of `after` grew since `before`.
+template <typename Stats>
+std::map<std::string, double> DeltasOf(const Stats& before,
+                                       const Stats& after) {
+  std::map<std::string, double> deltas;
+  for (const auto& [name, value] : after.counts()) {
+    deltas[name] = value - CountOf(before, name);
+  }
+  return deltas;
+}
+
+std::map<std::string, double> PerSecond(std::map<std::string, double> deltas,
+                                        double dt) {
+  for (auto& [name, value] : deltas) value /= dt;
+  return deltas;
+}
+
+// counts[name], or 0 where the daemon sent no such count.
+double Get(const std::map<std::string, double>& counts, const char* name) {
+  const auto it = counts.find(name);
+  return it == counts.end() ? 0 : it->second;
+}
+
 double Ratio(double part, double whole) {
   return whole > 0 ? part / whole : -1;
 }
@@ -73,27 +105,6 @@ VerdictInput InputFor(const JobRow& job, const TopView& view,
     if (s.dataset == job.dataset) in.storage_kind = s.kind;
   }
   return in;
-}
-
-nlohmann::json StagesJson(const StageTimes& t) {
-  const double total = t.Total();
-  nlohmann::json out = nlohmann::json::object();
-  const std::pair<const char*, double> stages[] = {{"read", t.read},
-                                                   {"decode", t.decode},
-                                                   {"augment", t.augment},
-                                                   {"collate", t.collate},
-                                                   {"transfer", t.transfer}};
-  for (const auto& [name, seconds] : stages) {
-    out[name] = {{"seconds_per_sample", seconds},
-                 {"share", total > 0 ? seconds / total : 0.0}};
-  }
-  return out;
-}
-
-nlohmann::json VerdictJson(const Verdict& v) {
-  return {{"bottleneck", BottleneckName(v.bottleneck)},
-          {"reason", v.reason},
-          {"change", v.change}};
 }
 
 }  // namespace
@@ -227,13 +238,15 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     r.rank = s.rank();
     r.world_size = s.world_size();
     r.prefetch = s.prefetch();
-    r.samples_per_second = (s.samples() - double(a.samples())) / dt;
-    r.batches_per_second = (s.batches() - double(a.batches())) / dt;
-    r.bytes_per_second = (s.bytes() - double(a.bytes())) / dt;
+    const std::map<std::string, double> delta = DeltasOf(a, s);
+    r.samples_per_second = Get(delta, "samples") / dt;
+    r.batches_per_second = Get(delta, "batches") / dt;
+    r.bytes_per_second = Get(delta, "bytes") / dt;
     r.queued = s.queued();
     r.building = s.building();
-    const double wait = s.wait_seconds() - a.wait_seconds();
-    r.stall_share = Ratio(wait, wait + s.busy_seconds() - a.busy_seconds());
+    const double wait = Get(delta, "wait_seconds");
+    r.stall_share = Ratio(wait, wait + Get(delta, "busy_seconds"));
+    r.per_second = PerSecond(delta, dt);
     v.streams.push_back(std::move(r));
     open_per_key[{s.dataset(), s.pipeline(), s.job_id(), s.transport()}] += 1;
     jobs.insert(s.job_id().empty() ? absl::StrCat("#", s.id()) : s.job_id());
@@ -251,11 +264,12 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     const v1::LabelStats* a = it == old_labels.end() ? nullptr : it->second;
     const v1::LabelStats empty;
     const v1::LabelStats& base = a == nullptr ? empty : *a;
-    const double samples = s.samples() - double(base.samples());
-    const double batches = s.batches() - double(base.batches());
-    const double acks = s.acks() - double(base.acks());
-    const double wait = s.wait_seconds() - base.wait_seconds();
-    const double busy = s.busy_seconds() - base.busy_seconds();
+    const std::map<std::string, double> delta = DeltasOf(base, s);
+    const double samples = Get(delta, "samples");
+    const double batches = Get(delta, "batches");
+    const double acks = Get(delta, "acks");
+    const double wait = Get(delta, "wait_seconds");
+    const double busy = Get(delta, "busy_seconds");
     const int open = open_per_key[KeyOf(s)];
     JobRow j;
     j.per_sample = StageTimesOf(a, s, batches > 0 ? samples / batches : 1);
@@ -270,9 +284,10 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     j.transport = s.transport();
     j.streams = open;
     j.samples_per_second = samples / dt;
-    j.bytes_per_second = (s.bytes() - double(base.bytes())) / dt;
+    j.bytes_per_second = Get(delta, "bytes") / dt;
     j.stall_share = Ratio(wait, wait + busy);
-    j.corrupt = s.skipped() - base.skipped();
+    j.corrupt = static_cast<uint64_t>(Get(delta, "skipped"));
+    j.per_second = PerSecond(delta, dt);
     j.verdict = Diagnose(InputFor(j, v, acks / dt));
     total_samples += samples;
     total_batches += batches;
@@ -380,101 +395,6 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
   }
   v.verdict = Diagnose(InputFor(all, v, total_acks / dt));
   return v;
-}
-
-nlohmann::json ToJson(const TopView& v) {
-  nlohmann::json out;
-  out["interval_seconds"] = v.interval_seconds;
-  out["uptime_seconds"] = v.uptime_seconds;
-  out["workers"] = {{"threads", v.worker_threads},
-                    {"busy_ratio", v.worker_busy_ratio},
-                    {"queued_tasks", v.queued_tasks}};
-  out["memory"] = {{"reserved_bytes", v.memory_reserved},
-                   {"budget_bytes", v.memory_budget}};
-  out["open_streams"] = v.open_streams;
-  out["open_jobs"] = v.open_jobs;
-  out["streams"] = nlohmann::json::array();
-  for (const StreamRow& s : v.streams) {
-    out["streams"].push_back(
-        {{"id", s.id},
-         {"dataset", s.dataset},
-         {"pipeline", s.pipeline},
-         {"job_id", s.job_id},
-         {"transport", s.transport},
-         {"rank", s.rank},
-         {"world_size", s.world_size},
-         {"prefetch", s.prefetch},
-         {"samples_per_second", s.samples_per_second},
-         {"batches_per_second", s.batches_per_second},
-         {"bytes_per_second", s.bytes_per_second},
-         {"queued", s.queued},
-         {"building", s.building},
-         {"stall_share", s.stall_share < 0 ? nlohmann::json(nullptr)
-                                           : nlohmann::json(s.stall_share)}});
-  }
-  out["jobs"] = nlohmann::json::array();
-  for (const JobRow& j : v.jobs) {
-    out["jobs"].push_back(
-        {{"dataset", j.dataset},
-         {"pipeline", j.pipeline},
-         {"job_id", j.job_id},
-         {"transport", j.transport},
-         {"streams", j.streams},
-         {"samples_per_second", j.samples_per_second},
-         {"bytes_per_second", j.bytes_per_second},
-         {"stall_share", j.stall_share < 0 ? nlohmann::json(nullptr)
-                                           : nlohmann::json(j.stall_share)},
-         {"corrupt_samples", j.corrupt},
-         {"stages", StagesJson(j.per_sample)},
-         {"verdict", VerdictJson(j.verdict)}});
-  }
-  out["storage"] = nlohmann::json::array();
-  for (const StorageRow& s : v.storage) {
-    out["storage"].push_back({{"dataset", s.dataset},
-                              {"path", s.path},
-                              {"fstype", s.fstype},
-                              {"kind", s.kind},
-                              {"advice", s.advice}});
-  }
-  out["damaged_datasets"] = nlohmann::json::array();
-  for (const DamagedDatasetRow& d : v.damaged) {
-    out["damaged_datasets"].push_back(
-        {{"dataset", d.dataset}, {"shards", d.shards}});
-  }
-  out["placing_remote"] = v.placing_remote;
-  out["helpers"] = nlohmann::json::array();
-  const auto or_null = [](double x) {
-    return x < 0 ? nlohmann::json(nullptr) : nlohmann::json(x);
-  };
-  for (const HelperRow& h : v.helpers) {
-    out["helpers"].push_back(
-        {{"address", h.address},
-         {"up", h.up},
-         {"open_chunks", h.open_chunks},
-         {"allowance", h.allowance},
-         {"samples_per_second", h.samples_per_second},
-         {"share", h.share},
-         {"wire_bytes_per_sample", or_null(h.wire_bytes_per_sample)},
-         {"copy_seconds_per_sample", or_null(h.copy_seconds_per_sample)},
-         {"failures", h.failures},
-         {"late_batches", h.late},
-         {"last_error", h.last_error}});
-  }
-  out["gpus"] = nlohmann::json::array();
-  for (const GpuRow& g : v.gpus) {
-    out["gpus"].push_back(
-        {{"gpu", g.gpu},
-         {"device_bytes", g.device_bytes},
-         {"batches_per_second", g.batches_per_second},
-         {"h2d_bytes_per_second", g.h2d_bytes_per_second},
-         {"h2d_gbps", or_null(g.h2d_gbps)},
-         {"h2d_ms_per_batch", or_null(g.h2d_ms_per_batch)},
-         {"kernel_ms_per_batch", or_null(g.kernel_ms_per_batch)}});
-  }
-  out["errors"] = nlohmann::json::object();
-  for (const auto& [code, n] : v.errors) out["errors"][code] = n;
-  out["verdict"] = VerdictJson(v.verdict);
-  return out;
 }
 
 }  // namespace stoker::cli

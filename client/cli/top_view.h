@@ -82,6 +82,9 @@ struct StreamRow {
   double bytes_per_second = 0;
   uint32_t queued = 0, building = 0;
   double stall_share = -1;  // -1: no ack in the interval.
+  // Every count of GetStats' `counts` map, per second over the interval:
+  // a count the daemon adds shows here (and in --json) with no edit.
+  std::map<std::string, double> per_second;
 };
 
 struct JobRow {
@@ -93,6 +96,7 @@ struct JobRow {
   uint64_t corrupt = 0;  // Corrupt samples skipped in the interval.
   StageTimes per_sample;
   Verdict verdict;
+  std::map<std::string, double> per_second;  // As StreamRow's.
 };
 
 struct StorageRow {

@@ -1,5 +1,6 @@
 #include "client/lib/transport.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -44,11 +45,27 @@ absl::StatusOr<ClientTransportDef> Find(absl::string_view name) {
       ", auto, or a list like ", absl::StrJoin(names.rbegin(), names.rend(), ",")));
 }
 
+// The names "auto" stands for, in the order it tries them.
+std::vector<absl::string_view> AutoNames() {
+  std::vector<const ClientTransportDef*> placed;
+  for (const ClientTransportDef& def : Registry()) {
+    if (def.auto_place > 0) placed.push_back(&def);
+  }
+  std::sort(placed.begin(), placed.end(),
+            [](const ClientTransportDef* a, const ClientTransportDef* b) {
+              return a->auto_place < b->auto_place;
+            });
+  std::vector<absl::string_view> names;
+  for (const ClientTransportDef* def : placed) names.push_back(def->name);
+  return names;
+}
+
 }  // namespace
 
 ClientTransportRegistrar::ClientTransportRegistrar(
-    v1::Transport number, const char* name, ClientTransportFactory factory) {
-  Registry().push_back({number, name, std::move(factory)});
+    v1::Transport number, const char* name, int auto_place,
+    ClientTransportFactory factory) {
+  Registry().push_back({number, name, std::move(factory), auto_place});
 }
 
 absl::StatusOr<std::vector<ClientTransportDef>> ParseTransports(
@@ -57,7 +74,7 @@ absl::StatusOr<std::vector<ClientTransportDef>> ParseTransports(
   for (absl::string_view name : absl::StrSplit(spec, ',')) {
     name = absl::StripAsciiWhitespace(name);
     for (absl::string_view one :
-         name == "auto" ? std::vector<absl::string_view>{"shm", "grpc"}
+         name == "auto" ? AutoNames()
          : name.empty() ? std::vector<absl::string_view>{"grpc"}
                         : std::vector<absl::string_view>{name}) {
       absl::StatusOr<ClientTransportDef> def = Find(one);

@@ -9,10 +9,11 @@
 // holds a batch's memory until it releases it (then the ack waits for the
 // release), and whether messages and acks go on a channel of its own.
 //
-// A transport is one folder under client/lib/, registered by name:
+// A transport is one folder under client/lib/, registered by name with its
+// place in "auto" (tried in increasing order; 0: never tried by "auto"):
 //
 //   std::unique_ptr<ClientTransport> MakeShm() { ... }
-//   STOKER_REGISTER_CLIENT_TRANSPORT(v1::TRANSPORT_SHM, "shm", MakeShm);
+//   STOKER_REGISTER_CLIENT_TRANSPORT(v1::TRANSPORT_SHM, "shm", 1, MakeShm);
 #ifndef STOKER_CLIENT_LIB_TRANSPORT_H_
 #define STOKER_CLIENT_LIB_TRANSPORT_H_
 
@@ -80,9 +81,12 @@ struct ClientTransportDef {
   v1::Transport number;
   std::string name;
   ClientTransportFactory make;
+  // Where "auto" tries it: 1 first, then 2, ...; 0: "auto" never does.
+  int auto_place = 0;
 };
 
-// The transports to try for `spec`: a name, "auto" (shm, then grpc), or a
+// The transports to try for `spec`: a name, "auto" (the registered
+// transports with a place in it, in that order: shm, then grpc), or a
 // comma-separated list tried in order. A name the protocol knows but this
 // client has no class for gives a def without `make`, which the caller
 // refuses as it would a daemon's refusal, so that a list falls back past
@@ -95,12 +99,13 @@ std::string TransportName(v1::Transport number);
 class ClientTransportRegistrar {
  public:
   ClientTransportRegistrar(v1::Transport number, const char* name,
-                           ClientTransportFactory factory);
+                           int auto_place, ClientTransportFactory factory);
 };
 
-#define STOKER_REGISTER_CLIENT_TRANSPORT(number, name, factory)      \
-  static const ::stoker::ClientTransportRegistrar                    \
-      stoker_client_transport_registrar_##factory(number, name, factory)
+#define STOKER_REGISTER_CLIENT_TRANSPORT(number, name, auto_place, factory) \
+  static const ::stoker::ClientTransportRegistrar                           \
+      stoker_client_transport_registrar_##factory(number, name, auto_place, \
+                                                  factory)
 
 }  // namespace stoker
 

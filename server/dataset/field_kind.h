@@ -14,9 +14,10 @@
 //
 // A kind is one file in kinds/ with one registration line,
 //   STOKER_REGISTER_FIELD_KIND(MakeImageKind);
-// where MakeImageKind() returns a std::unique_ptr<FieldKind>. The kinds are
-// linked as a whole archive (stoker_field_kinds), so no registration is
-// dropped by the linker.
+// where MakeImageKind() returns a std::unique_ptr<FieldKind>. CMake picks up
+// every file of kinds/ (a glob), so adding a kind is adding its file. The
+// kinds are linked as a whole archive (stoker_field_kinds), so no
+// registration is dropped by the linker.
 //
 // Thread-safety: FieldKind objects are immutable and thread-safe; the
 // registry is thread-safe and never removes a kind, so a pointer from Find

@@ -44,8 +44,8 @@ Limiter& GetLimiter() {
   return *limiter;
 }
 
-void Write(LogLevel level, std::string_view event,
-           std::initializer_list<LogField> fields, int dropped) {
+void Write(LogLevel level, std::string_view event, const LogField* begin,
+           const LogField* end, int dropped) {
   // Debian's absl::string_view is not std::string_view: build with +=.
   std::string line = "ts=" + absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
                                               absl::Now(), absl::UTCTimeZone());
@@ -53,11 +53,11 @@ void Write(LogLevel level, std::string_view event,
   line += LevelName(level);
   line += " event=";
   line += event;
-  for (const LogField& f : fields) {
+  for (const LogField* f = begin; f != end; ++f) {
     line += ' ';
-    line += f.first;
+    line += f->first;
     line += '=';
-    line += LogValue(f.second);
+    line += LogValue(f->second);
   }
   if (dropped > 0) line += " suppressed=" + std::to_string(dropped);
   line.push_back('\n');
@@ -88,7 +88,13 @@ void SetLogLevel(LogLevel level) { g_min_level = static_cast<int>(level); }
 void Log(LogLevel level, std::string_view event,
          std::initializer_list<LogField> fields) {
   if (static_cast<int>(level) < g_min_level) return;
-  Write(level, event, fields, 0);
+  Write(level, event, fields.begin(), fields.end(), 0);
+}
+
+void Log(LogLevel level, std::string_view event,
+         const std::vector<LogField>& fields) {
+  if (static_cast<int>(level) < g_min_level) return;
+  Write(level, event, fields.data(), fields.data() + fields.size(), 0);
 }
 
 void LogLimited(LogLevel level, std::string_view event, int per_minute,
@@ -114,7 +120,7 @@ void LogLimited(LogLevel level, std::string_view event, int per_minute,
     }
     ++w.written;
   }
-  Write(level, event, fields, dropped);
+  Write(level, event, fields.begin(), fields.end(), dropped);
 }
 
 }  // namespace stoker::metrics

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace stoker::metrics {
 
@@ -20,6 +21,9 @@ using LogField = std::pair<std::string_view, std::string>;
 
 void Log(LogLevel level, std::string_view event,
          std::initializer_list<LogField> fields = {});
+// The same, for fields known only at run time.
+void Log(LogLevel level, std::string_view event,
+         const std::vector<LogField>& fields);
 
 // Like Log, but writes at most `per_minute` lines of `event` a minute and
 // reports how many it dropped with the next line it writes.

@@ -1,5 +1,7 @@
 #include "server/metrics/stream_log.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/metrics/daemon_stats.h"
@@ -54,24 +56,27 @@ void StreamLog::OnClose(const service::StreamSnapshot& stream,
          {"status", StatusCodeName(static_cast<int>(status.code()))},
          {"error", std::string(status.message())}});
   }
+  std::vector<LogField> fields = {
+      {"stream", absl::StrCat(stream.id)},
+      {"dataset", s.dataset},
+      {"pipeline", s.pipeline},
+      {"job", s.job_id},
+      {"rank", absl::StrCat(s.rank, "/", s.world_size)},
+      {"transport", s.transport},
+      {"status", StatusCodeName(static_cast<int>(status.code()))}};
+  // Every count of the stream, by its name in GetStats' `counts` map.
+  for (const service::CountDef& def : service::kCounts) {
+    fields.emplace_back(def.name,
+                        def.unit == 1
+                            ? absl::StrCat(st[def.count])
+                            : absl::StrFormat("%.3f", st.Exported(def.count)));
+  }
+  fields.emplace_back("seconds", absl::StrFormat("%.3f", seconds_open));
+  fields.emplace_back("stall_share",
+                      consumer > 0 ? absl::StrFormat("%.3f", wait / consumer)
+                                   : std::string("-"));
   Log(status.ok() || cancelled ? LogLevel::kInfo : LogLevel::kWarning,
-      "stream_close",
-      {{"stream", absl::StrCat(stream.id)},
-       {"dataset", s.dataset},
-       {"pipeline", s.pipeline},
-       {"job", s.job_id},
-       {"rank", absl::StrCat(s.rank, "/", s.world_size)},
-       {"transport", s.transport},
-       {"status", StatusCodeName(static_cast<int>(status.code()))},
-       {"samples", absl::StrCat(st[service::Count::kSamples])},
-       {"batches", absl::StrCat(st[service::Count::kBatches])},
-       {"skipped", absl::StrCat(st[service::Count::kSkipped])},
-       // Built by helper daemons; placed on one and built here after all.
-       {"remote_batches", absl::StrCat(st[service::Count::kRemoteBatches])},
-       {"remote_rebuilt", absl::StrCat(st[service::Count::kRemoteRebuilt])},
-       {"seconds", absl::StrFormat("%.3f", seconds_open)},
-       {"stall_share", consumer > 0 ? absl::StrFormat("%.3f", wait / consumer)
-                                    : std::string("-")}});
+      "stream_close", fields);
 }
 
 void LogStorage(const std::string& dataset, const std::string& path,

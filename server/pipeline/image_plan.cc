@@ -1,7 +1,6 @@
 #include "server/pipeline/image_plan.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -9,6 +8,7 @@
 
 #include "absl/container/inlined_vector.h"
 
+#include "server/base/clock.h"
 #include "server/pipeline/box_reduce.h"
 
 namespace stoker::pipeline {
@@ -20,12 +20,6 @@ constexpr double kEpsilon = 1e-6;
 // BoxReduce sums a block in 16 bits; a larger block (a tiny output from a
 // huge window even at scale 1/8) takes OpenCV's INTER_AREA.
 constexpr int kMaxBoxArea = 256;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // OpenCV would otherwise run large resizes on its own thread pool; the
 // worker pool is the only source of parallelism, and ops start no threads.

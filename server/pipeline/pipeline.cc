@@ -1,7 +1,6 @@
 #include "server/pipeline/pipeline.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <deque>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "server/base/clock.h"
 #include "server/pipeline/decoders/decoder_set.h"
 #include "server/pipeline/passthrough.h"
 #include "server/pipeline/pipeline_steps.h"
@@ -18,12 +18,6 @@
 
 namespace stoker::pipeline {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The T at the start of `raw` (a little-endian host: passthrough.h).
 template <typename T>

@@ -1,7 +1,8 @@
 #include "server/pipeline/worker_pool.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "server/base/clock.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -12,12 +13,6 @@ constexpr double kRebaseAt = 1e9;
 double ClampWeight(double weight) {
   if (!(weight > 0)) return 1.0;  // Also NaN.
   return std::clamp(weight, WorkerPool::kMinWeight, WorkerPool::kMaxWeight);
-}
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

@@ -1,19 +1,13 @@
 #include "server/remote/chunk_reader.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/base/clock.h"
 #include "server/tensor/dtype.h"
 
 namespace stoker::remote {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The client's view of a batch as the service's plain RemoteBatch.
 absl::StatusOr<service::RemoteBatch> ToRemote(const Batch& batch,

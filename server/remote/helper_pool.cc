@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/base/clock.h"
 #include "server/metrics/log.h"
 
 namespace stoker::remote {
@@ -29,12 +30,6 @@ constexpr absl::Duration kReprobe = absl::Seconds(10);
 constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
 // The monitor's period, and so how often the pool's load is sampled.
 constexpr absl::Duration kTick = absl::Milliseconds(50);
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 Position AtLinear(uint64_t pos, uint64_t steps_per_epoch) {
   return Position{pos / steps_per_epoch, pos % steps_per_epoch};

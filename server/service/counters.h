@@ -1,9 +1,11 @@
 // What streams count. Each count is one entry of kCounts: that entry makes
-// the stream's own value (GetStats, `stoker top`, the close log), the
-// cumulative value of its label set (dataset, pipeline, job, transport) and
-// its Prometheus counter family, and puts it in GetStats' `counts` maps. A
-// new count takes three edits: its entry here, the place that counts it
-// (Stream::Add), and its test.
+// the stream's own value and the cumulative value of its label set
+// (dataset, pipeline, job, transport), each under its `name` in GetStats'
+// `counts` maps, in `stoker top` (per second, and in --json) and in the
+// close log, and its Prometheus counter family. A new count takes two
+// edits: its entry here and the place that counts it (counts_->Add in
+// stream.cc or stream_remote.cc); tests/metrics/counts_everywhere_test.cc
+// checks that every entry reaches all four.
 //
 // A stream counts once, into its own Counts, which it got by joining its
 // label set's StreamCounters. A label set reads as what its closed streams

@@ -1,13 +1,13 @@
 #include "server/service/stream.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <limits>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "proto/payload_codec.h"
+#include "server/base/clock.h"
 #include "server/pipeline/passthrough.h"
 #include "server/pipeline/sample_rng.h"
 #include "server/service/shared_run.h"
@@ -15,12 +15,6 @@
 
 namespace stoker::service {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // a * b, or the largest uint64 where that overflows.
 uint64_t SaturatingProduct(uint64_t a, uint64_t b) {

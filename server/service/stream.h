@@ -1,10 +1,15 @@
 // Stream: builds the batches of one client stream, in order, on the shared
-// worker pool. It knows nothing of any transport.
+// worker pool. Of its transport it knows only what StreamSpec says: the
+// name (for metrics), whether the client holds batches (a wider window),
+// whether the images are formatted on delivery (`raw`), and how batches
+// that travel in messages are encoded (`compression`: the stream
+// zstd-encodes them itself).
 //
-// The transport owns the batch buffers and the flow control: it hands the
-// stream an empty buffer with Fill() whenever it may have one more batch in
-// flight, and takes finished batches, strictly in (epoch, step) order, with
-// TakeReady(). Each sample of a batch is one pool task that reads its record,
+// The flow control is the stream session's (stream_session.h), which the
+// RPC reactor drives: it takes an empty buffer from the transport's
+// delivery and hands it to the stream with Fill() whenever the window has
+// room for one more batch in flight, and takes finished batches, strictly
+// in (epoch, step) order, with TakeReady(). Each sample of a batch is one pool task that reads its record,
 // runs the pipeline with a generator seeded by (seed, epoch, sample id), and
 // writes its outputs straight to its place in the buffer. The worker that
 // writes a batch's last sample finishes it (FinishBatch), then runs the

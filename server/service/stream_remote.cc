@@ -3,26 +3,16 @@
 // batch into the stream's buffer, and building here what a chunk that
 // ended early did not deliver.
 #include <algorithm>
-#include <chrono>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "server/base/clock.h"
 #include "server/service/remote_batch.h"
 #include "server/service/stream.h"
 #include "server/service/stream_building.h"
 
 namespace stoker::service {
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 void Stream::PlaceLocked(Building* batch, uint64_t pos) {
   if (pos >= chunk_end_) {
     const uint64_t steps = placer_->chunk_steps(spec_.prefetch);

@@ -1,8 +1,11 @@
-// StreamService: admits, opens and tracks streams. Transport-free: it takes
-// StreamSpecs and returns streams and Status; of a transport it knows only
-// whether its client holds batches in the transport's memory
-// (StreamSpec::client_holds), which widens the window
-// (StreamSession::Window).
+// StreamService: admits, opens and tracks streams. It takes StreamSpecs and
+// returns streams and Status, and includes nothing of a transport. What
+// the transport decides reaches it as plain values: whether the client
+// holds batches in the transport's memory (StreamSpec::client_holds, which
+// widens the window: StreamSession::Window), whether images are formatted
+// on delivery (StreamSpec::raw), the encoding of batches sent in messages
+// (StreamSpec::compression, which a shared run's batches never get), and
+// the memory a shared run's buffers come from (ServiceOptions::run_memory).
 //
 // Open() checks every bound of a request (batch size, prefetch depth, bytes
 // per batch), then asks the Admission (admission.h) for the stream's memory,

@@ -1,7 +1,7 @@
 // StreamSession: the protocol of one stream, with nothing of the wire in it:
 // how many batches may be in flight (the window), the order they go out in,
 // which acknowledgements free a place, and when the stream may end. A
-// transport adapter (transport/grpc/stream_reactor.cc) tells it what
+// transport adapter (rpc/stream_reactor.cc) tells it what
 // happened and does what it answers; tests/service/stream_session_test.cc
 // drives it with fakes, without threads or servers.
 //

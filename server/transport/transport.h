@@ -1,7 +1,7 @@
 // The transport seam: what a transport does with a stream's batches, and
 // the registry that finds a transport by the number a client asks for.
 //
-// Every stream is a gRPC call (grpc/stream_reactor.h): the call carries the
+// Every stream is a gRPC call (rpc/stream_reactor.h): the call carries the
 // open, the header and the final status, and the StreamSession
 // (service/stream_session.h) keeps the window. A transport decides the rest:
 //

@@ -1,5 +1,5 @@
 // Conversions between the service's plain types and the stoker.v1 messages
-// every transport speaks. gRPC's own types are in grpc/convert.h.
+// every transport speaks. gRPC's own types are in rpc/convert.h.
 #ifndef STOKER_SERVER_TRANSPORT_WIRE_H_
 #define STOKER_SERVER_TRANSPORT_WIRE_H_
 

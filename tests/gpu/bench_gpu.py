@@ -46,13 +46,12 @@ status is then 1. With --strict an unmet goal also exits 1.
 import argparse
 import gc
 import json
-import math
 import os
 import statistics
 import sys
 import time
 import traceback
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -60,248 +59,15 @@ _CLIENT = os.path.join(ROOT, "client", "python")
 if _CLIENT not in sys.path:
     sys.path.append(_CLIENT)  # After PYTHONPATH: that one wins.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_report import (DATALOADER_WORKERS, MODES, TITLES,  # noqa: E402
-                        markdown, rows_for)
+from gpu_report import MODES, markdown, rows_for  # noqa: E402
+from gpu_figures import (STEP_FACTOR, batches_within,  # noqa: E402,F401
+                         choose_step_ms, gb_per_s, say, short, stall_percent,
+                         steady_interval, summary)
+from gpu_modes import MODE_CLASSES, Mode  # noqa: E402
 
 STOKER_MODES = MODES[:3]
-STEP_FACTOR = 1.3           # Fake step and sleeps: this x the daemon's rate.
 WARMUP = 2
 RATE_BATCHES = 8            # Batches timed for the rate, after the drain.
-
-
-# Pure figures (tests/python/test_gpu_bench_scripts.py).
-
-def summary(values: List[float]) -> Dict[str, float]:
-    """median, p90, mean, min, max and n of `values` (seconds or ms)."""
-    if not values:
-        raise ValueError("no samples")
-    ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1,
-                      math.ceil(0.9 * len(ordered)) - 1)]
-    return {"median": statistics.median(ordered), "p90": p90,
-            "mean": statistics.fmean(ordered), "min": ordered[0],
-            "max": ordered[-1], "n": len(ordered)}
-
-
-def steady_interval(stamps: List[float], skip: int) -> float:
-    """Seconds per batch over stamps[skip:] (the times each batch was in
-    hand): the batches before `skip` came from a full queue."""
-    if len(stamps) - skip < 2:
-        raise ValueError(f"need 2 stamps after the first {skip}, got "
-                         f"{len(stamps)}")
-    return (stamps[-1] - stamps[skip]) / (len(stamps) - 1 - skip)
-
-
-def gb_per_s(nbytes: int, ms: float) -> float:
-    """Decimal GB/s of `nbytes` moved in `ms` milliseconds."""
-    return nbytes / (ms / 1000.0) / 1e9 if ms > 0 else float("inf")
-
-
-def stall_percent(waits: List[float], wall: float) -> float:
-    """The share of `wall` spent waiting for batches, in %."""
-    return 100.0 * sum(waits) / wall if wall > 0 else 0.0
-
-
-def choose_step_ms(per_batch_ms: float) -> float:
-    """The fake step: STEP_FACTOR x the daemon's time per batch, so that it
-    keeps up; at least 5 ms."""
-    return max(5.0, STEP_FACTOR * per_batch_ms)
-
-
-def batches_within(wanted: int, seconds_each: float, budget: float,
-                   least: int = 5) -> int:
-    """How many of `wanted` batches of `seconds_each` fit in `budget`
-    seconds, but never fewer than `least`."""
-    if seconds_each <= 0:
-        return wanted
-    return max(least, min(wanted, int(budget / seconds_each)))
-
-
-def short(e: BaseException, limit: int = 240) -> str:
-    """An exception as one line for the table: its type and the first line
-    of its message, cut at `limit` characters."""
-    text = f"{type(e).__name__}: {e}".splitlines()[0]
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def say(message: str) -> None:
-    print(f"bench_gpu: {message}", file=sys.stderr, flush=True)
-
-
-# The DataLoader's dataset: ready tensors, no decode. Module level, so that
-# spawned workers can unpickle it.
-
-class ReadyImages:
-    """`length` samples of (float32 image of `shape`, int64 label), taken
-    from a pool of `pool` random images made in each worker on first use
-    (what is pickled to a worker is three numbers)."""
-
-    def __init__(self, length: int, shape: Tuple[int, ...],
-                 pool: int = 32) -> None:
-        self.length, self.shape, self.pool = length, shape, pool
-        self._images: Any = None
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, i: int) -> Tuple[Any, Any]:
-        import torch
-        if self._images is None:
-            g = torch.Generator().manual_seed(0)
-            self._images = torch.rand((self.pool,) + self.shape, generator=g)
-        return self._images[i % self.pool], torch.tensor(i % 1000)
-
-
-# The modes. Each yields (image, label) pairs: next_host() gives the batch
-# as the source hands it over, to_device() puts it on the GPU (queued).
-
-class Mode:
-    name = ""
-    title = ""
-    # Whether the batch may still be in flight to the GPU after to_device.
-    needs_sync = True
-
-    def __init__(self, args: argparse.Namespace, device: Any) -> None:
-        self.args, self.device = args, device
-
-    def open(self) -> None:
-        raise NotImplementedError
-
-    def next_host(self) -> Tuple[Any, Any]:
-        raise NotImplementedError
-
-    def to_device(self, pair: Tuple[Any, Any]) -> Tuple[Any, Any]:
-        return pair
-
-    def prefetch(self) -> int:
-        """Batches the source may have ready ahead of the trainer."""
-        raise NotImplementedError
-
-    def describe(self) -> Dict[str, Any]:
-        return {}
-
-    def close(self) -> None:
-        pass
-
-
-def endless(loader: Any) -> Iterator[Any]:
-    """The Loader's batches across epochs (each `for` is one epoch)."""
-    while True:
-        got = False
-        for batch in loader:
-            got = True
-            yield batch
-        if not got:
-            raise RuntimeError(
-                "the Loader yielded no batch in an epoch: with drop_last the "
-                "dataset needs at least one full batch of samples")
-
-
-class LoaderMode(Mode):
-    transport = ""
-    on_gpu = True  # The Loader's device: the GPU, or the CPU.
-
-    def open(self) -> None:
-        from stoker.torch import Loader
-        a = self.args
-        self.loader = Loader(a.address, a.dataset, a.pipeline, a.batch_size,
-                             seed=a.seed, drop_last=True,
-                             transport=self.transport, prefetch=a.prefetch,
-                             device=self.device if self.on_gpu else "cpu")
-        self.batches = endless(self.loader)
-
-    def next_host(self) -> Tuple[Any, Any]:
-        b = next(self.batches)
-        return b["image"], b["label"]
-
-    def prefetch(self) -> int:
-        s = self.loader.stream
-        return s.info.prefetch if s is not None else 0
-
-    def describe(self) -> Dict[str, Any]:
-        loader = self.loader
-        return {"transport": loader.transport,
-                "transport_reason": loader.transport_reason,
-                "pinned": loader.pinned, "prefetch": self.prefetch()}
-
-    def close(self) -> None:
-        self.loader.close()
-
-
-class CudaIpcMode(LoaderMode):
-    name = "cuda_ipc"
-    title = TITLES[name]
-    transport = "cuda_ipc"
-    # The daemon announces a batch once it is complete on the device.
-    needs_sync = False
-
-
-class ShmPinnedMode(LoaderMode):
-    name = "shm_pinned"
-    title = TITLES[name]
-    transport = "shm"
-
-
-class ShmPageableMode(LoaderMode):
-    name = "shm_pageable"
-    title = TITLES[name]
-    transport = "shm"
-    on_gpu = False
-
-    def to_device(self, pair: Tuple[Any, Any]) -> Tuple[Any, Any]:
-        return pair[0].to(self.device), pair[1].to(self.device)
-
-
-class DataLoaderMode(Mode):
-    name = "dataloader"
-    title = TITLES[name]
-
-    def open(self) -> None:
-        import torch.utils.data
-        a = self.args
-        # The batches in flight lie in /dev/shm until the pin thread takes
-        # them.
-        need = self.prefetch() * a.batch_size * 3 * a.size * a.size * 4
-        if os.path.isdir("/dev/shm"):
-            st = os.statvfs("/dev/shm")
-            if st.f_bavail * st.f_frsize < need:
-                say(f"dataloader: /dev/shm has "
-                    f"{st.f_bavail * st.f_frsize / 1e9:.2f} GB free, the "
-                    f"workers' batches may need {need / 1e9:.2f} GB: a bus "
-                    f"error in a worker would be that")
-        # Spawned workers: this process has gRPC threads and CUDA by now,
-        # which a fork would copy half-done.
-        self.dl: Any = torch.utils.data.DataLoader(
-            ReadyImages(10 ** 8, (3, a.size, a.size)),  # type: ignore
-            batch_size=a.batch_size, num_workers=DATALOADER_WORKERS,
-            pin_memory=True, persistent_workers=True,
-            multiprocessing_context="spawn")
-        self.it = iter(self.dl)
-
-    def next_host(self) -> Tuple[Any, Any]:
-        image, label = next(self.it)
-        return image, label
-
-    def to_device(self, pair: Tuple[Any, Any]) -> Tuple[Any, Any]:
-        return (pair[0].to(self.device, non_blocking=True),
-                pair[1].to(self.device, non_blocking=True))
-
-    def prefetch(self) -> int:
-        return DATALOADER_WORKERS * 2  # prefetch_factor's default.
-
-    def describe(self) -> Dict[str, Any]:
-        st = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
-        return {"workers": DATALOADER_WORKERS, "start_method": "spawn",
-                "pin_memory": True,
-                "dev_shm_free_bytes": (st.f_bavail * st.f_frsize
-                                       if st else None)}
-
-    def close(self) -> None:
-        del self.it, self.dl
-
-
-MODE_CLASSES = {c.name: c for c in (CudaIpcMode, ShmPinnedMode,
-                                    ShmPageableMode, DataLoaderMode)}
 
 
 # Measurements.

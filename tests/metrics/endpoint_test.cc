@@ -350,7 +350,10 @@ TEST(StreamLogTest, WritesOneLineAtOpenAndOneAtClose) {
                              "error=\"bad record\"\n"));
   EXPECT_THAT(out, HasSubstr("level=warning event=stream_close stream=5 "));
   EXPECT_THAT(out, HasSubstr("status=DATA_LOSS samples=640 batches=10 "
-                             "skipped=0 remote_batches=0 remote_rebuilt=0 "
+                             "bytes=0 skipped=0 shared_batches=0 acks=0 "
+                             "wait_seconds=1.000 busy_seconds=3.000 "
+                             "remote_batches=0 remote_rebuilt=0 "
+                             "compressed_batches=0 compress_seconds=0.000 "
                              "seconds=1.500 stall_share=0.250\n"));
 }
 

@@ -134,12 +134,12 @@ v1::LabelStats* AddLabels(v1::DaemonStats* d, const std::string& job,
   l->set_pipeline("aug");
   l->set_job_id(job);
   l->set_transport("grpc");
-  l->set_samples(samples);
-  l->set_batches(samples / 10);
-  l->set_bytes(samples * 100);
-  l->set_acks(samples / 10);
-  l->set_wait_seconds(wait);
-  l->set_busy_seconds(busy);
+  (*l->mutable_counts())["samples"] = samples;
+  (*l->mutable_counts())["batches"] = samples / 10;
+  (*l->mutable_counts())["bytes"] = samples * 100;
+  (*l->mutable_counts())["acks"] = samples / 10;
+  (*l->mutable_counts())["wait_seconds"] = wait;
+  (*l->mutable_counts())["busy_seconds"] = busy;
   AddStage(l, "read", samples, samples * 0.0001);
   AddStage(l, "decode", samples, decode_sum);
   AddStage(l, "augment", samples, samples * 0.0002);
@@ -158,11 +158,11 @@ v1::StreamStats* AddStream(v1::DaemonStats* d, uint64_t id,
   s->set_job_id(job);
   s->set_transport("grpc");
   s->set_prefetch(4);
-  s->set_samples(samples);
-  s->set_batches(samples / 10);
-  s->set_bytes(samples * 100);
-  s->set_wait_seconds(wait);
-  s->set_busy_seconds(busy);
+  (*s->mutable_counts())["samples"] = samples;
+  (*s->mutable_counts())["batches"] = samples / 10;
+  (*s->mutable_counts())["bytes"] = samples * 100;
+  (*s->mutable_counts())["wait_seconds"] = wait;
+  (*s->mutable_counts())["busy_seconds"] = busy;
   return s;
 }
 
@@ -234,6 +234,24 @@ TEST(BuildViewTest, ConsumerBoundStreamGivesConsumerVerdictAndJson) {
   const std::string screen = Render(v, "unix:/x.sock");
   EXPECT_THAT(screen, HasSubstr("VERDICT  consumer-bound"));
   EXPECT_THAT(screen, HasSubstr("unix:/x.sock"));
+}
+
+TEST(BuildViewTest, EveryCountOfTheMapShowsPerSecondWithoutAnEdit) {
+  v1::DaemonStats before = Base(10, 0);
+  AddLabels(&before, "a", 1000, 1, 1, 1);
+  (*AddStream(&before, 1, "a", 1000, 1, 1)->mutable_counts())["new_count"] = 4;
+  v1::DaemonStats after = Base(12, 0);
+  (*AddLabels(&after, "a", 2000, 2, 2, 2)->mutable_counts())["new_count"] = 6;
+  (*AddStream(&after, 1, "a", 2000, 2, 2)->mutable_counts())["new_count"] = 10;
+  const TopView v = BuildView(before, after);
+  ASSERT_EQ(v.streams.size(), 1u);
+  EXPECT_DOUBLE_EQ(v.streams[0].per_second.at("new_count"), 3);
+  EXPECT_DOUBLE_EQ(v.streams[0].per_second.at("samples"), 500);
+  ASSERT_EQ(v.jobs.size(), 1u);
+  EXPECT_DOUBLE_EQ(v.jobs[0].per_second.at("new_count"), 3);
+  const nlohmann::json j = ToJson(v);
+  EXPECT_DOUBLE_EQ(j["streams"][0]["per_second"]["new_count"].get<double>(), 3);
+  EXPECT_DOUBLE_EQ(j["jobs"][0]["per_second"]["new_count"].get<double>(), 3);
 }
 
 TEST(BuildViewTest, NetworkStorageMakesReadHeavyJobStorageBound) {

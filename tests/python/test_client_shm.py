@@ -211,7 +211,7 @@ def test_a_daemon_without_ack_lists_gets_one_ack_per_message():
     # The header of an older daemon lacks ack_list: each release sends its
     # own Ack at once, as before AckList existed.
     from stoker._proto.stoker.v1 import stoker_pb2 as pb
-    from stoker.stream import _Releases
+    from stoker._releases import Releases
 
     class Sent:
         def __init__(self):
@@ -223,7 +223,7 @@ def test_a_daemon_without_ack_lists_gets_one_ack_per_message():
     acks = [pb.Ack(position=pb.Position(step=i)) for i in range(3)]
     old, new = Sent(), Sent()
     for call, ack_list in ((old, False), (new, True)):
-        releases = _Releases()
+        releases = Releases()
         releases.attach(call, ack_list=ack_list)
         for ack in acks:
             releases.release(releases.generation, ack)

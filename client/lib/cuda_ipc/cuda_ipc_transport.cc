@@ -88,7 +88,9 @@ std::unique_ptr<ClientTransport> MakeCudaIpcClientTransport() {
 
 }  // namespace
 
+// Not in "auto": it puts batches on a GPU, which a caller asks for by name.
 STOKER_REGISTER_CLIENT_TRANSPORT(v1::TRANSPORT_CUDA_IPC, "cuda_ipc",
+                                 /*auto_place=*/0,
                                  MakeCudaIpcClientTransport);
 
 }  // namespace stoker

@@ -59,7 +59,7 @@ std::unique_ptr<ClientTransport> MakeGrpcClientTransport() {
 
 }  // namespace
 
-STOKER_REGISTER_CLIENT_TRANSPORT(v1::TRANSPORT_GRPC, "grpc",
+STOKER_REGISTER_CLIENT_TRANSPORT(v1::TRANSPORT_GRPC, "grpc", /*auto_place=*/2,
                                  MakeGrpcClientTransport);
 
 }  // namespace stoker

@@ -24,7 +24,8 @@
 
 namespace stoker {
 
-inline constexpr size_t kMaxNoticeFrameBytes = size_t{1} << 20;
+// The bound both sides of the socket keep (stoker.proto: NoticeFrame).
+inline constexpr size_t kMaxNoticeFrameBytes = v1::NOTICE_FRAME_MAX_BYTES;
 
 class NoticeSocket : public ClientSideChannel {
  public:

@@ -75,7 +75,7 @@ std::unique_ptr<ClientTransport> MakeShmClientTransport() {
 
 }  // namespace
 
-STOKER_REGISTER_CLIENT_TRANSPORT(v1::TRANSPORT_SHM, "shm",
+STOKER_REGISTER_CLIENT_TRANSPORT(v1::TRANSPORT_SHM, "shm", /*auto_place=*/1,
                                  MakeShmClientTransport);
 
 }  // namespace stoker

@@ -130,7 +130,8 @@ class NoticeCall:
     for OK, grpc.RpcError otherwise). send() may be called from any thread.
     """
 
-    MAX_FRAME = 1 << 20
+    # The bound both sides of the socket keep (stoker.proto: NoticeFrame).
+    MAX_FRAME = int(pb.NOTICE_FRAME_MAX_BYTES)
 
     def __init__(self, call: Call, sock: socket.socket,
                  path: str = "") -> None:

@@ -10,6 +10,7 @@ import torch
 from ._pool import OutputPool
 from .batch import Array, Batch, Ragged, view_instances
 from .stream import Stream
+from .transports import holds_slots
 
 
 class TensorBatch(Dict[str, torch.Tensor]):
@@ -89,7 +90,8 @@ def to_tensors(batch: Batch, stream: Stream, device: torch.device,
         # batch.
         return TensorBatch(cast(Dict[str, torch.Tensor],
                                 dict(_flat_arrays(batch))), batch)
-    if stream.transport == "shm" and not zero_copy and device.type == "cpu":
+    if (holds_slots(stream.transport) and not zero_copy
+            and device.type == "cpu"):
         tensors = copy_out(batch, pool)
         batch.release()
         return TensorBatch(tensors, batch)

@@ -125,7 +125,7 @@ from ._tensors import TensorBatch, to_tensors
 from .client import Client
 from .request import Position, StreamRequest, check_int
 from .stream import Stream
-from .transports import candidates
+from .transports import candidates, on_device
 
 STATE_VERSION = 1
 # Request fields that decide which samples a position holds, whatever the
@@ -188,8 +188,8 @@ class Loader:
         self._zero_copy = bool(zero_copy)
         self._transport = transport
         self._device = resolve_device(device)
-        if transport == "cuda_ipc" and self._device.type != "cuda":
-            raise ValueError(f"transport 'cuda_ipc' puts batches on a GPU: "
+        if on_device(transport) and self._device.type != "cuda":
+            raise ValueError(f"transport '{transport}' puts batches on a GPU: "
                              f"pass device='cuda', not {self._device}")
         given = address.address if isinstance(address, Client) else address
         # The name is checked now; which candidates suit is the stream's.

@@ -16,7 +16,8 @@ daemon's address and the consumer's GPU, in order of preference (cuda_ipc,
 shm, grpc), and takes the first that the daemon grants; a
 FAILED_PRECONDITION or PERMISSION_DENIED answer (e.g. the daemon would not
 hand over the shm ring to this user) moves on to the next, and
-Stream.transport says where it ended. Adding a transport is one class here.
+Stream.transport says where it ended. Adding a transport is one class here
+and its place in _PREFERRED, from which every table is derived.
 
 A transport's `arrays(response)`, for a batch response, returns ({name:
 array}, owner): numpy arrays, or for a transport that is `on_device`
@@ -32,12 +33,10 @@ The consumer's GPU (Stream's `cuda_device`) may still read a released
 batch: the kernels and copies it queued run later. So a release asks the
 transport for a fence (a CUDA event on the GPU's current stream, where the
 consumer's reads may be pending), and the ack waits for it (see
-stream._Releases).
+_releases.Releases).
 """
 import logging
 import mmap
-import os
-import socket
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 import numpy as np
@@ -45,6 +44,7 @@ import numpy.typing as npt
 
 from . import _cuda, errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
+from ._fd import fetch_fd, map_ring
 from ._wire import Response
 
 Array = npt.NDArray[Any]
@@ -67,14 +67,6 @@ def _numpy_dtypes() -> Dict[int, "np.dtype[Any]"]:
 
 
 DTYPES: Dict[int, "np.dtype[Any]"] = _numpy_dtypes()
-
-NAMES: Dict[int, str] = {
-    pb.TRANSPORT_UNSPECIFIED: "grpc",
-    pb.TRANSPORT_GRPC: "grpc",
-    pb.TRANSPORT_SHM: "shm",
-    pb.TRANSPORT_CUDA_IPC: "cuda_ipc",
-}
-
 
 def dtype_of(value: int) -> "np.dtype[Any]":
     try:
@@ -323,49 +315,6 @@ def _say_once(message: str) -> None:
         _log.warning("%s", message)
 
 
-def fetch_fd(fd_socket: str, token: bytes, what: str) -> int:
-    """Fetches the descriptor of a stream's ring (`what`) from the daemon's
-    descriptor socket, as ShmRing in stoker.proto says: connects, sends the
-    token, receives the descriptor, which the caller then owns.
-    FailedPrecondition if the socket cannot be reached, PermissionDenied if
-    the daemon refuses to hand the descriptor over."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        try:
-            sock.settimeout(10.0)
-            sock.connect(fd_socket)
-            sock.sendall(token)
-            _, fds, _, _ = socket.recv_fds(sock, 1, 1)
-        except OSError as e:
-            raise errors.FailedPrecondition(
-                f"cannot reach the descriptor socket {fd_socket} for {what}: "
-                f"{e.strerror or e}") from None
-    finally:
-        sock.close()
-    if not fds:
-        raise errors.PermissionDenied(
-            f"stokerd did not hand over {what} on {fd_socket}: this "
-            f"process's user is not the daemon's and not in its socket group")
-    for extra in fds[1:]:
-        os.close(extra)
-    return fds[0]
-
-
-def map_ring(ring: pb.ShmRing) -> mmap.mmap:
-    """Fetches a stream's shm ring (see fetch_fd) and maps it read-only;
-    ResourceExhausted when it cannot be mapped."""
-    fd = fetch_fd(ring.fd_socket, ring.token, "the shared-memory ring")
-    try:
-        return mmap.mmap(fd, ring.slots * ring.slot_bytes,
-                         flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    except (OSError, ValueError, OverflowError) as e:
-        raise errors.ResourceExhausted(
-            f"cannot map the shared-memory ring ({ring.slots} slots of "
-            f"{ring.slot_bytes} bytes): {e}") from None
-    finally:
-        os.close(fd)
-
-
 class CudaIpcTransport(Transport):
     """Tensors lie in a slot of the stream's ring of device buffers on the
     consumer's GPU (CudaIpcRing in stoker.proto), which this transport maps
@@ -464,14 +413,34 @@ class CudaIpcTransport(Transport):
         self._ring = None
 
 
-TRANSPORTS: Dict[str, Type[Transport]] = {
-    "grpc": GrpcTransport,
-    "shm": ShmTransport,
-    "cuda_ipc": CudaIpcTransport,
-}
+# Every transport this client reads, in `auto`'s order of preference: the
+# one list that the tables below derive from.
+_PREFERRED: Tuple[Type[Transport], ...] = (
+    CudaIpcTransport, ShmTransport, GrpcTransport)
 
+# By name, in the order of the wire's Transport enum.
+TRANSPORTS: Dict[str, Type[Transport]] = {
+    t.name: t for t in sorted(_PREFERRED, key=lambda t: int(t.wire))}
 CHOICES = ("auto",) + tuple(TRANSPORTS)
-AUTO_PREFERENCE = ("cuda_ipc", "shm", "grpc")
+AUTO_PREFERENCE = tuple(t.name for t in _PREFERRED)
+# By the wire's Transport; a header that names none is from a daemon that
+# knew only grpc.
+NAMES: Dict[int, str] = {
+    pb.TRANSPORT_UNSPECIFIED: GrpcTransport.name,
+    **{int(t.wire): t.name for t in _PREFERRED}}
+
+
+def on_device(name: str) -> bool:
+    """Whether transport `name` gives tensors on the GPU (False for `auto`
+    and unknown names)."""
+    return name in TRANSPORTS and TRANSPORTS[name].on_device
+
+
+def holds_slots(name: str) -> bool:
+    """Whether a batch of transport `name` holds a slot of the daemon's
+    until released (its arrays view memory the daemon reuses)."""
+    return (name in TRANSPORTS and TRANSPORTS[name].ack_on_release
+            and not TRANSPORTS[name].on_device)
 
 
 def is_local(address: str) -> bool:

@@ -17,95 +17,13 @@
 #include "absl/synchronization/mutex.h"
 #include "server/service/batch.h"
 #include "server/transport/cuda_ipc/device_ring_memory.h"
+#include "server/transport/cuda_ipc/pinned_pool.h"
 #include "server/transport/cuda_ipc/ring_sharing.h"
 #include "server/transport/shm/notice_channel.h"
 #include "server/transport/wire.h"
 
 namespace stoker::transport {
 namespace {
-
-absl::Status CudaError(const std::string& call, cudaError_t e) {
-  cudaGetLastError();  // Clears a sticky-free error for the next call.
-  return absl::InternalError(absl::StrCat(call, " failed with ",
-                                          cudaGetErrorName(e), " (",
-                                          cudaGetErrorString(e), ")"));
-}
-
-#define STOKER_CUDA_RETURN_IF_ERROR(call)                    \
-  do {                                                       \
-    if (cudaError_t stoker_e = (call); stoker_e != cudaSuccess) \
-      return CudaError(#call, stoker_e);                     \
-  } while (0)
-
-std::string Mib(uint64_t bytes) {
-  return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
-}
-
-// The pinned host buffers batches are built in: one cudaHostAlloc, one
-// place per window entry. A buffer's place is free again when the buffer is
-// dropped (the delivery drops it once its copy to the device completed).
-class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
- public:
-  static absl::StatusOr<std::shared_ptr<PinnedPool>> Create(uint32_t count,
-                                                            size_t bytes) {
-    const size_t stride = (bytes + 4095) / 4096 * 4096;
-    void* base = nullptr;
-    if (cudaError_t e = cudaHostAlloc(&base, stride * count,
-                                      cudaHostAllocPortable);
-        e != cudaSuccess) {
-      return CudaError(absl::StrCat("cudaHostAlloc(", Mib(stride * count), ")"),
-                       e);
-    }
-    return std::shared_ptr<PinnedPool>(
-        new PinnedPool(static_cast<uint8_t*>(base), count, stride, bytes));
-  }
-  ~PinnedPool() { cudaFreeHost(base_); }
-
-  std::unique_ptr<service::BatchBuffer> Take();
-  void Return(uint32_t place) {
-    absl::MutexLock lock(&mu_);
-    free_.push_back(place);
-  }
-
- private:
-  class Buffer : public service::BatchBuffer {
-   public:
-    Buffer(std::shared_ptr<PinnedPool> pool, uint32_t place)
-        : pool_(std::move(pool)), place_(place) {}
-    ~Buffer() override { pool_->Return(place_); }
-    uint8_t* data() override {
-      return pool_->base_ + size_t{place_} * pool_->stride_;
-    }
-    size_t capacity() const override { return pool_->bytes_; }
-    Home home() const override { return {pool_.get(), place_}; }
-
-   private:
-    const std::shared_ptr<PinnedPool> pool_;
-    const uint32_t place_;
-  };
-
-  PinnedPool(uint8_t* base, uint32_t count, size_t stride, size_t bytes)
-      : base_(base), stride_(stride), bytes_(bytes) {
-    for (uint32_t i = count; i > 0; --i) free_.push_back(i - 1);
-  }
-
-  uint8_t* const base_;
-  const size_t stride_;
-  const size_t bytes_;
-  absl::Mutex mu_;
-  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
-};
-
-std::unique_ptr<service::BatchBuffer> PinnedPool::Take() {
-  uint32_t place;
-  {
-    absl::MutexLock lock(&mu_);
-    if (free_.empty()) return nullptr;
-    place = free_.back();
-    free_.pop_back();
-  }
-  return std::make_unique<Buffer>(shared_from_this(), place);
-}
 
 // The events of one batch's device work: before the copy, after it, and
 // after the format stage (the one the delivery's thread waits on, made with

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "server/transport/grpc/convert.h"
+#include "server/transport/wire.h"
 
 namespace stoker::transport {
 

@@ -34,7 +34,8 @@ namespace stoker::transport {
 class NoticeChannel : public SideChannel,
                       public std::enable_shared_from_this<NoticeChannel> {
  public:
-  static constexpr size_t kMaxFrameBytes = 1 << 20;
+  // The bound both sides of the socket keep (stoker.proto: NoticeFrame).
+  static constexpr size_t kMaxFrameBytes = v1::NOTICE_FRAME_MAX_BYTES;
 
   // request: a frame from the client; lost: the client closed the
   // connection before End(), or broke the protocol.

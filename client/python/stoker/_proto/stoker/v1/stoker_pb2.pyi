@@ -22,6 +22,8 @@ DTYPE_INT8: DType
 DTYPE_UINT16: DType
 DTYPE_UINT8: DType
 DTYPE_UNSPECIFIED: DType
+NOTICE_FRAME_MAX_BYTES: NoticeFrame
+NOTICE_FRAME_UNSPECIFIED: NoticeFrame
 TRANSPORT_CUDA_IPC: Transport
 TRANSPORT_GRPC: Transport
 TRANSPORT_SHM: Transport
@@ -560,4 +562,7 @@ class Compression(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class CudaHandleKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class NoticeFrame(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -1,4 +1,4 @@
-#include "server/transport/grpc/unix_acceptor.h"
+#include "server/rpc/unix_acceptor.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,8 +1,8 @@
-#include "server/transport/grpc/grpc_service.h"
+#include "server/rpc/grpc_service.h"
 
-#include "server/transport/grpc/convert.h"
-#include "server/transport/grpc/stats_convert.h"
-#include "server/transport/grpc/stream_reactor.h"
+#include "server/rpc/convert.h"
+#include "server/rpc/stats_convert.h"
+#include "server/rpc/stream_reactor.h"
 
 namespace stoker::transport {
 

@@ -1,7 +1,7 @@
 // A handover as gRPC sends it: the prefix plus the payload slice are byte
 // for byte the serialized StreamResponse, and the payload's buffer goes back
 // only once gRPC lets go of the message.
-#include "server/transport/grpc/convert.h"
+#include "server/rpc/convert.h"
 
 #include <memory>
 #include <string>

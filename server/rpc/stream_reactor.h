@@ -17,8 +17,8 @@
 //
 // Thread-safe: reactions and stream callbacks arrive on any thread. Deletes
 // itself once OnDone has run and the opener no longer holds it.
-#ifndef STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
-#define STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
+#ifndef STOKER_SERVER_RPC_STREAM_REACTOR_H_
+#define STOKER_SERVER_RPC_STREAM_REACTOR_H_
 
 #include <atomic>
 #include <chrono>
@@ -107,4 +107,4 @@ class StreamReactor
 
 }  // namespace stoker::transport
 
-#endif  // STOKER_SERVER_TRANSPORT_GRPC_STREAM_REACTOR_H_
+#endif  // STOKER_SERVER_RPC_STREAM_REACTOR_H_

@@ -1,4 +1,4 @@
-#include "server/transport/grpc/convert.h"
+#include "server/rpc/convert.h"
 
 #include <vector>
 

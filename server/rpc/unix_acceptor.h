@@ -8,8 +8,8 @@
 // PeerOf() turns that into "uid:U", the key of limits.max_streams_per_peer.
 //
 // Thread-safe. One thread accepts; Stop() ends it.
-#ifndef STOKER_SERVER_TRANSPORT_GRPC_UNIX_ACCEPTOR_H_
-#define STOKER_SERVER_TRANSPORT_GRPC_UNIX_ACCEPTOR_H_
+#ifndef STOKER_SERVER_RPC_UNIX_ACCEPTOR_H_
+#define STOKER_SERVER_RPC_UNIX_ACCEPTOR_H_
 
 #include <sys/types.h>
 
@@ -71,4 +71,4 @@ std::string PeerKey(const std::string& grpc_peer,
 
 }  // namespace stoker::transport
 
-#endif  // STOKER_SERVER_TRANSPORT_GRPC_UNIX_ACCEPTOR_H_
+#endif  // STOKER_SERVER_RPC_UNIX_ACCEPTOR_H_

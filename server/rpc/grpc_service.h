@@ -1,8 +1,8 @@
 // GrpcService: the stoker.v1.Stoker service over gRPC's callback API. A thin
 // adapter: each handler converts and forwards to service::StreamService.
 // Thread-safe.
-#ifndef STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_
-#define STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_
+#ifndef STOKER_SERVER_RPC_GRPC_SERVICE_H_
+#define STOKER_SERVER_RPC_GRPC_SERVICE_H_
 
 #include <functional>
 
@@ -11,7 +11,7 @@
 #include "server/metrics/daemon_stats.h"
 #include "server/service/opener.h"
 #include "server/service/stream_service.h"
-#include "server/transport/grpc/unix_acceptor.h"
+#include "server/rpc/unix_acceptor.h"
 #include "server/transport/transport.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
@@ -65,4 +65,4 @@ class GrpcService final : public StokerBase {
 
 }  // namespace stoker::transport
 
-#endif  // STOKER_SERVER_TRANSPORT_GRPC_GRPC_SERVICE_H_
+#endif  // STOKER_SERVER_RPC_GRPC_SERVICE_H_

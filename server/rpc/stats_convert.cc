@@ -1,4 +1,4 @@
-#include "server/transport/grpc/stats_convert.h"
+#include "server/rpc/stats_convert.h"
 
 namespace stoker::transport {
 namespace {

@@ -1,7 +1,7 @@
 // Conversions to and from gRPC's types (the stoker.v1 messages themselves:
 // wire.h).
-#ifndef STOKER_SERVER_TRANSPORT_GRPC_CONVERT_H_
-#define STOKER_SERVER_TRANSPORT_GRPC_CONVERT_H_
+#ifndef STOKER_SERVER_RPC_CONVERT_H_
+#define STOKER_SERVER_RPC_CONVERT_H_
 
 #include <string>
 
@@ -34,4 +34,4 @@ grpc::ByteBuffer Encode(Handover handover);
 
 }  // namespace stoker::transport
 
-#endif  // STOKER_SERVER_TRANSPORT_GRPC_CONVERT_H_
+#endif  // STOKER_SERVER_RPC_CONVERT_H_

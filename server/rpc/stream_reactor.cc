@@ -1,4 +1,4 @@
-#include "server/transport/grpc/stream_reactor.h"
+#include "server/rpc/stream_reactor.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
-#include "server/transport/grpc/convert.h"
+#include "server/rpc/convert.h"
 #include "stoker/v1/stoker.pb.h"
 
 namespace stoker::transport {
