@@ -2,11 +2,7 @@
 // (WebDAV's, which nginx's dav module and most object gateways accept; the
 // server writes the body to a temporary file and renames it, so a reader
 // never sees a part).
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -75,19 +71,14 @@ class HttpStore : public Store {
 
   absl::Status PutFile(const std::string& name, const std::string& path,
                        const ByteCounter& counter) override {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
-    }
-    struct stat st;
-    ::fstat(fd, &st);
+    absl::StatusOr<UploadFile> file = UploadFile::Open(path);
+    if (!file.ok()) return file.status();
     HttpRequest r;
     r.method = "PUT";
     r.url = location_.Key(name);
-    r.body_fd = fd;
-    r.body_length = static_cast<uint64_t>(st.st_size);
+    r.body_fd = file->fd();
+    r.body_length = file->size();
     absl::Status s = client_.Perform(r).status();
-    ::close(fd);
     if (s.ok() && counter) counter(r.body_length);
     return s;
   }

@@ -3,13 +3,9 @@
 // written, without sorting or encoding it, so every query here is written
 // in canonical form already: keys sorted, values encoded with UriEncode,
 // and a key without value written `key=`.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -129,24 +125,15 @@ class S3Store : public Store {
 
   absl::Status PutFile(const std::string& name, const std::string& path,
                        const ByteCounter& counter) override {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
-    }
-    struct stat st;
-    ::fstat(fd, &st);
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    absl::Status s;
-    if (size <= part_bytes_) {
-      HttpRequest r = Request("PUT", ObjectUrl(name));
-      r.body_fd = fd;
-      r.body_length = size;
-      s = Send(r).status();
-      if (s.ok() && counter) counter(size);
-    } else {
-      s = Multipart(name, fd, size, counter);
-    }
-    ::close(fd);
+    absl::StatusOr<UploadFile> file = UploadFile::Open(path);
+    if (!file.ok()) return file.status();
+    const uint64_t size = file->size();
+    if (size > part_bytes_) return Multipart(name, file->fd(), size, counter);
+    HttpRequest r = Request("PUT", ObjectUrl(name));
+    r.body_fd = file->fd();
+    r.body_length = size;
+    absl::Status s = Send(r).status();
+    if (s.ok() && counter) counter(size);
     return s;
   }
 

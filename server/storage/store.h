@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,6 +81,26 @@ struct StoreOptions {
 // The store for `location`.
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const Location& location,
                                                  const StoreOptions& options);
+
+// A local file opened to be uploaded: its descriptor, closed with the
+// object, and its size.
+class UploadFile {
+ public:
+  // Opens `path`; an error names it.
+  static absl::StatusOr<UploadFile> Open(const std::string& path);
+  UploadFile(UploadFile&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
+  UploadFile& operator=(UploadFile&&) = delete;
+  ~UploadFile();
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  UploadFile(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  int fd_;
+  uint64_t size_;
+};
 
 // Implementations, one file each.
 std::unique_ptr<Store> MakeLocalStore(const Location& location);

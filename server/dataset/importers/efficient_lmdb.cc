@@ -199,18 +199,27 @@ class EfficientLmdbImporter final : public Importer {
   }
 
  private:
-  // The value of `key`; NotFound if there is none.
-  absl::Status Get(const std::string& key, std::string* out) const {
+  // Begins a read transaction into `*txn` and opens the unnamed database
+  // into `*dbi`.
+  absl::Status BeginRead(TxnPtr* txn, MDB_dbi* dbi) const {
     MDB_txn* raw = nullptr;
     if (int rc = mdb_txn_begin(env_.get(), nullptr, MDB_RDONLY, &raw);
         rc != 0) {
       return LmdbError(rc, "cannot begin a read");
     }
-    TxnPtr txn(raw);
-    MDB_dbi dbi = 0;
-    if (int rc = mdb_dbi_open(raw, nullptr, 0, &dbi); rc != 0) {
+    txn->reset(raw);
+    if (int rc = mdb_dbi_open(raw, nullptr, 0, dbi); rc != 0) {
       return LmdbError(rc, "cannot open the database");
     }
+    return absl::OkStatus();
+  }
+
+  // The value of `key`; NotFound if there is none.
+  absl::Status Get(const std::string& key, std::string* out) const {
+    TxnPtr txn;
+    MDB_dbi dbi = 0;
+    if (absl::Status s = BeginRead(&txn, &dbi); !s.ok()) return s;
+    MDB_txn* raw = txn.get();
     MDB_val k = ToVal(key), v;
     const int rc = mdb_get(raw, dbi, &k, &v);
     if (rc == MDB_NOTFOUND) return absl::NotFoundError("no such key");
@@ -221,16 +230,10 @@ class EfficientLmdbImporter final : public Importer {
 
   // The number of keys in the LMDB.
   absl::StatusOr<uint64_t> Entries() const {
-    MDB_txn* raw = nullptr;
-    if (int rc = mdb_txn_begin(env_.get(), nullptr, MDB_RDONLY, &raw);
-        rc != 0) {
-      return LmdbError(rc, "cannot begin a read");
-    }
-    TxnPtr txn(raw);
+    TxnPtr txn;
     MDB_dbi dbi = 0;
-    if (int rc = mdb_dbi_open(raw, nullptr, 0, &dbi); rc != 0) {
-      return LmdbError(rc, "cannot open the database");
-    }
+    if (absl::Status s = BeginRead(&txn, &dbi); !s.ok()) return s;
+    MDB_txn* raw = txn.get();
     MDB_stat stat;
     if (int rc = mdb_stat(raw, dbi, &stat); rc != 0) {
       return LmdbError(rc, "cannot count the keys");
@@ -239,16 +242,10 @@ class EfficientLmdbImporter final : public Importer {
   }
 
   absl::Status AllKeys() {
-    MDB_txn* raw = nullptr;
-    if (int rc = mdb_txn_begin(env_.get(), nullptr, MDB_RDONLY, &raw);
-        rc != 0) {
-      return LmdbError(rc, "cannot begin a read");
-    }
-    TxnPtr txn(raw);
+    TxnPtr txn;
     MDB_dbi dbi = 0;
-    if (int rc = mdb_dbi_open(raw, nullptr, 0, &dbi); rc != 0) {
-      return LmdbError(rc, "cannot open the database");
-    }
+    if (absl::Status s = BeginRead(&txn, &dbi); !s.ok()) return s;
+    MDB_txn* raw = txn.get();
     MDB_cursor* c = nullptr;
     if (int rc = mdb_cursor_open(raw, dbi, &c); rc != 0) {
       return LmdbError(rc, "cannot open a cursor");
