@@ -21,6 +21,7 @@ from storage_servers import Nginx
 
 torch = pytest.importorskip("torch")
 from stoker import _local  # noqa: E402
+from stoker.errors import StokerError  # noqa: E402
 from stoker.torch import Loader  # noqa: E402
 
 
@@ -204,6 +205,21 @@ def test_a_loader_keeps_the_daemon_until_it_is_closed(local_env, dataset):
 
 # Bad input: an exception that names the thing, the path and what to do,
 # raised before training, with no process left.
+
+def test_an_error_while_training_names_the_private_daemons_log(local_env,
+                                                                dataset):
+    ops = [{"decode_image": {}}, {"center_crop": {"size": 24}}]
+    loader = Loader(dataset=str(dataset), pipeline=ops, batch_size=2,
+                    reconnect_timeout=1.0)
+    batches = iter(loader)
+    next(batches)
+    os.kill(loader.daemon.pid, signal.SIGKILL)
+    with pytest.raises(StokerError) as raised:
+        for _ in batches:
+            pass
+    assert str(loader.daemon.log) in str(raised.value)
+    loader.close()
+
 
 def test_a_missing_folder(local_env, tmp_path):
     with pytest.raises(FileNotFoundError,

@@ -123,6 +123,7 @@ from ._context import distributed_context, resolve_device
 from ._pool import OutputPool
 from ._tensors import TensorBatch, to_tensors
 from .client import Client
+from .errors import StokerError
 from .request import Position, StreamRequest, check_int
 from .stream import Stream
 from .transports import candidates, on_device
@@ -297,7 +298,19 @@ class Loader:
 
     def __iter__(self) -> Iterator[TensorBatch]:
         self._generation += 1
-        return self._run_epoch(self._generation)
+        return self._naming_the_log(self._run_epoch(self._generation))
+
+    def _naming_the_log(self, batches: Iterator[TensorBatch]
+                        ) -> Iterator[TensorBatch]:
+        """`batches`, with a private stokerd's log named in any StokerError
+        they raise (the daemon's side of the failure is there)."""
+        try:
+            yield from batches
+        except StokerError as e:
+            if self._local is None:
+                raise
+            raise type(e)(f"{e.message} (the private stokerd's log: "
+                          f"{self._local.log})", e.code) from e
 
     def _run_epoch(self, generation: int) -> Iterator[TensorBatch]:
         stream = self._stream_at_cursor()
