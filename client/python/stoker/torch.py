@@ -109,7 +109,6 @@ current stream (or synchronize other streams) before asking for the next.
 
 A Loader is used by one thread at a time.
 """
-import collections.abc
 import dataclasses
 import logging
 import os
@@ -118,25 +117,15 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
 import torch
 
-from . import _local, sampling
+from . import _local, _resume, sampling
 from ._context import distributed_context, resolve_device
 from ._pool import OutputPool
 from ._tensors import TensorBatch, to_tensors
 from .client import Client
 from .errors import StokerError
-from .request import Position, StreamRequest, check_int
+from .request import Position, StreamRequest
 from .stream import Stream
 from .transports import candidates, on_device
-
-STATE_VERSION = 1
-# Request fields that decide which samples a position holds, whatever the
-# layout.
-MUST_MATCH = ("dataset", "pipeline", "seed", "drop_last", "ra_reps")
-# Fields of MUST_MATCH that a state saved before they existed lacks, with
-# the value such a state had.
-ADDED = {"ra_reps": 1}
-# The layout: a resume may change it (see the module comment).
-LAYOUT = ("world_size", "batch_size")
 
 _log = logging.getLogger("stoker")
 
@@ -438,82 +427,17 @@ class Loader:
     def state_dict(self) -> Dict[str, Any]:
         """The cursor, the request fields a resume must match, and the
         layout (world_size, batch_size, global_batch) it was saved with."""
-        r = self._request
-        state = {"version": STATE_VERSION,
-                 "position": {"epoch": self._position.epoch,
-                              "step": self._position.step},
-                 "rank": r.rank,
-                 "num_samples": self._num_samples,
-                 "global_batch": r.world_size * r.batch_size}
-        state.update({k: getattr(r, k) for k in MUST_MATCH + LAYOUT})
-        return state
+        return _resume.state_dict(self._request, self._position,
+                                  self._num_samples)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Moves the cursor to a saved position, converted to this Loader's
         layout (see the module comment); ValueError if the state is from
         another stream, or if its position has no exact equivalent here."""
-        if (not isinstance(state, collections.abc.Mapping) or
-                state.get("version") != STATE_VERSION):
-            raise ValueError(f"not a stoker.torch.Loader state_dict of "
-                             f"version {STATE_VERSION}: {state!r}")
-        r = self._request
-        missing = [k for k in MUST_MATCH + LAYOUT + ("position",)
-                   if k not in state and k not in ADDED]
-        if missing:
-            raise ValueError(f"the state_dict lacks {', '.join(missing)}")
-        saved_fields = {k: state.get(k, ADDED.get(k)) for k in MUST_MATCH}
-        differ = [f"{k} {saved_fields[k]!r} in the state, {getattr(r, k)!r} "
-                  f"here" for k in MUST_MATCH
-                  if saved_fields[k] != getattr(r, k)]
-        if differ:
-            raise ValueError(
-                "cannot resume: the state_dict is from a different stream ("
-                + "; ".join(differ) + "). A Loader resumes only the stream it "
-                "was saved from: same dataset, pipeline, seed, drop_last and "
-                "ra_reps (world_size and batch_size may change).")
-        world = check_int("the state's world_size", state["world_size"],
-                          (1 << 32) - 1)
-        batch = check_int("the state's batch_size", state["batch_size"],
-                          (1 << 32) - 1)
-        saved = state.get("global_batch", world * batch)
-        if saved != world * batch or saved < 1:
-            raise ValueError(
-                f"the state_dict is inconsistent: global_batch {saved!r}, "
-                f"world_size {world} x batch_size {batch}")
-        position = state["position"]
-        if isinstance(position, collections.abc.Mapping):
-            position = (position.get("epoch"), position.get("step"))
-        epoch, step = Position.of(position)
-        here = r.world_size * r.batch_size
-        resumed = sampling.resume_step(step, saved, here)
-        if resumed is None:
-            raise ValueError(self._no_resume_step(epoch, step, world, batch))
-        self._position = Position(epoch, resumed)
-        self._saved_num_samples = state.get("num_samples")
+        self._position, self._saved_num_samples = _resume.restore(
+            state, self._request)
         self._check_saved_size()
         self._generation += 1
-
-    def _no_resume_step(self, epoch: int, step: int, world: int,
-                        batch: int) -> str:
-        """Why a state saved at (epoch, step) with `world` ranks of `batch`
-        cannot resume here, and what to do."""
-        r = self._request
-        saved, here = world * batch, r.world_size * r.batch_size
-        keep = (f", e.g. batch_size {saved // r.world_size} with world_size "
-                f"{r.world_size}" if saved % r.world_size == 0 else "")
-        return (
-            f"cannot resume epoch {epoch} at step {step} with a global batch "
-            f"of {here} (world_size {r.world_size} x batch_size "
-            f"{r.batch_size}): the state was saved with a global batch of "
-            f"{saved} (world_size {world} x batch_size {batch}), so the rest "
-            f"of the epoch begins at entry {step * saved} of the epoch's "
-            f"order, and no step of {here} begins there (steps of {here} "
-            f"begin at its multiples); every position here would repeat or "
-            f"skip samples. Keep the global batch (world_size x batch_size "
-            f"= {saved}{keep}), or resume from a state saved at the start of "
-            f"an epoch or at a step whose first entry is a multiple of "
-            f"{here}, or call set_epoch({epoch + 1}) instead of "
-            f"load_state_dict to skip the rest of epoch {epoch}.")
 
     # Closing.
 
