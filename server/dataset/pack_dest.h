@@ -1,6 +1,8 @@
-// Housekeeping around a pack's destination DST: the temporary folder
-// DST.tmp-<pid> a pack writes into, the removal of those that killed packs
-// left behind, and what the destination's filesystem has room for.
+// Housekeeping around a pack's destination DST: the checks before a pack
+// starts, the temporary folder DST.tmp-<pid> a pack writes into, the removal
+// of those that killed packs left behind, what the destination's filesystem
+// has room for, and the manifest written last and the rename that publishes
+// the dataset.
 //
 // A pack writes a marker file into its temporary folder first and holds an
 // flock on the folder for as long as it runs. A later pack of the same DST
@@ -21,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/dataset/manifest.h"
 
 namespace stoker::dataset {
 
@@ -82,6 +85,22 @@ uint64_t FreeBytes(const std::string& dir);
 // about 2.5 MB, 2.0 MB were free" as ResourceExhausted.
 absl::Status NoSpaceError(const std::string& dst, uint64_t needed,
                           uint64_t free, absl::string_view detail);
+
+// Checks the destination before any work: absent, or a dataset and
+// `force`.
+absl::Status CheckDestination(const std::string& dst, bool force);
+
+// Whether `path` is `dir` or lies below it, after resolving both.
+bool IsInside(const std::string& path, const std::string& dir);
+
+// Writes the manifest `m` into `dir` last, durably, so that a folder with a
+// manifest holds complete shards.
+absl::Status WriteManifest(const std::string& dir, const Manifest& m);
+
+// Moves the finished `tmp` to `dst`. An existing `dst` is first moved
+// aside, so that at every moment `dst` is either the old or the new
+// dataset, and removed once the new one is in place.
+absl::Status Publish(const std::string& tmp, const std::string& dst);
 
 }  // namespace stoker::dataset
 

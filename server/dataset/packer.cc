@@ -10,12 +10,11 @@
 #include <filesystem>
 #include <system_error>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/dataset/content_digest.h"
-#include "server/dataset/file_util.h"
 #include "server/dataset/importer.h"
+#include "server/dataset/file_util.h"
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/pack_dest.h"
 #include "server/dataset/record.h"
@@ -228,31 +227,6 @@ std::vector<ShardPlan> PlanShards(const std::vector<uint64_t>& good,
   return plans;
 }
 
-// Checks the destination before any work: absent, or a dataset and `force`.
-absl::Status CheckDestination(const std::string& dst, bool force) {
-  std::error_code ec;
-  if (!fs::exists(dst, ec)) return absl::OkStatus();
-  if (!force) {
-    return absl::AlreadyExistsError(
-        absl::StrCat(dst, " exists; pass --force to replace it"));
-  }
-  if (!fs::exists(fs::path(dst) / kManifestFile, ec)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("refusing to replace ", dst, ": it is not a dataset (no ",
-                     kManifestFile, ")"));
-  }
-  return absl::OkStatus();
-}
-
-// Whether `path` is `dir` or lies below it, after resolving both.
-bool IsInside(const std::string& path, const std::string& dir) {
-  std::error_code ec;
-  std::string p = fs::weakly_canonical(path, ec).string();
-  std::string d = fs::weakly_canonical(dir, ec).string();
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  return p == d || absl::StartsWith(p, d + "/");
-}
-
 absl::Status FailedOn(const SkippedFile& bad) {
   return absl::InvalidArgumentError(absl::StrCat(
       bad.path, ": ", bad.reason, " (on_error is fail: pack stopped)"));
@@ -369,46 +343,6 @@ absl::StatusOr<std::vector<ShardInfo>> WriteShards(
         {plans[s].file, plans[s].first_id, plans[s].sources.size(), *sizes[s]});
   }
   return shards;
-}
-
-// Writes the manifest last, durably, so that a folder with a manifest
-// holds complete shards.
-absl::Status WriteManifest(const std::string& dir, const Manifest& m) {
-  const std::string path = absl::StrCat(dir, "/", kManifestFile);
-  if (absl::Status s = WriteFileDurably(path, SerializeManifest(m)); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-  }
-  if (absl::Status s = SyncDir(dir); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(dir, ": ", s.message()));
-  }
-  return absl::OkStatus();
-}
-
-// Moves the finished `tmp` to `dst`. An existing `dst` is first moved
-// aside, so that at every moment `dst` is either the old or the new
-// dataset, and removed once the new one is in place.
-absl::Status Publish(const std::string& tmp, const std::string& dst) {
-  std::error_code ec;
-  const std::string old = absl::StrCat(dst, ".old-", ::getpid());
-  const bool replace = fs::exists(dst, ec);
-  if (replace) fs::rename(dst, old, ec);
-  if (!ec) {
-    fs::rename(tmp, dst, ec);
-    std::error_code ignored;
-    if (ec && replace) fs::rename(old, dst, ignored);  // Put it back.
-  }
-  if (ec) {
-    return absl::ErrnoToStatus(
-        ec.value(),
-        absl::StrCat("cannot move ", tmp, " to ", dst, ": ", ec.message()));
-  }
-  if (replace) fs::remove_all(old, ec);
-  const fs::path parent = fs::path(dst).parent_path();
-  const std::string parent_dir = parent.empty() ? "." : parent.string();
-  if (absl::Status s = SyncDir(parent_dir); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(parent_dir, ": ", s.message()));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
