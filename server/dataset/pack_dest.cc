@@ -53,10 +53,11 @@ absl::StatusOr<std::unique_ptr<PackTempDir>> PackTempDir::Create(
   if (fs::exists(path, ec)) {
     // Left by an earlier process with our pid, or someone's own folder.
     if (!HasMarker(path)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot create ", path, ": a folder of that name exists and is not "
-          "a pack's temporary folder (it has no ", kPackTempMarker,
-          "); move it away"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create ", path,
+                       ": a folder of that name exists and is not "
+                       "a pack's temporary folder (it has no ",
+                       kPackTempMarker, "); move it away"));
     }
     fs::remove_all(path, ec);
   }
@@ -68,9 +69,9 @@ absl::StatusOr<std::unique_ptr<PackTempDir>> PackTempDir::Create(
   const std::string marker = absl::StrCat(path, "/", kPackTempMarker);
   const int marker_fd =
       ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  const int fd = marker_fd < 0 ? -1
-                               : ::open(path.c_str(),
-                                        O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = marker_fd < 0
+                     ? -1
+                     : ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (marker_fd >= 0) ::close(marker_fd);

@@ -13,13 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/dataset/content_digest.h"
-#include "server/dataset/importer.h"
 #include "server/dataset/file_util.h"
+#include "server/dataset/importer.h"
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/pack_dest.h"
 #include "server/dataset/record.h"
-#include "server/dataset/skip_summary.h"
 #include "server/dataset/shard_index.h"
+#include "server/dataset/skip_summary.h"
 
 namespace stoker::dataset {
 namespace {
@@ -98,10 +98,10 @@ Scanned Scan(const Importer& importer, uint64_t i,
       format = *std::move(named);
     }
     good.formats.push_back(std::move(format));
-    good.lengths.push_back(
-        field.kind->passthrough(field) == FieldKind::Passthrough::kDense
-            ? 0
-            : RaggedLength(field, value));
+    good.lengths.push_back(field.kind->passthrough(field) ==
+                                   FieldKind::Passthrough::kDense
+                               ? 0
+                               : RaggedLength(field, value));
     good.bytes += value.size();
   }
   good.ok = true;
@@ -119,13 +119,10 @@ struct ShardPlan {
 
 // Writes one shard file, appending its records in key order, and returns
 // its size.
-absl::StatusOr<uint64_t> WriteShard(const std::string& path,
-                                    const ShardPlan& plan,
-                                    const Importer& importer,
-                                    const ImportListing& listing,
-                                    const std::vector<Scanned>& scanned,
-                                    absl::Span<const FieldSpec> schema,
-                                    ProgressCounter* progress) {
+absl::StatusOr<uint64_t> WriteShard(
+    const std::string& path, const ShardPlan& plan, const Importer& importer,
+    const ImportListing& listing, const std::vector<Scanned>& scanned,
+    absl::Span<const FieldSpec> schema, ProgressCounter* progress) {
   // LMDB stores a large value on its own pages, so a record costs at most
   // its size plus one page plus node overhead; twice that, as address space
   // rather than disk, leaves room for the tree.
@@ -349,8 +346,8 @@ absl::StatusOr<std::vector<ShardInfo>> WriteShards(
 
 absl::StatusOr<PackReport> Pack(const PackOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  const int sources = (o.importer != nullptr) + !o.src.empty() +
-                      !o.list_file.empty();
+  const int sources =
+      (o.importer != nullptr) + !o.src.empty() + !o.list_file.empty();
   if (sources != 1) {
     return absl::InvalidArgumentError(
         "give exactly one source: a folder, a list file or an importer");

@@ -3,7 +3,6 @@
 // server writes the body to a temporary file and renames it, so a reader
 // never sees a part).
 
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/storage/store.h"

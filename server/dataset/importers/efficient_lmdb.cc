@@ -261,7 +261,7 @@ class EfficientLmdbImporter final : public Importer {
   }
 
   const std::string src_;
-  EnvPtr env_;                  // Set by List.
+  EnvPtr env_;  // Set by List.
   std::vector<std::string> keys_;
 };
 
