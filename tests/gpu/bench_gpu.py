@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The benchmark table of issue 16: what a trainer on a GPU pays for a
+"""The GPU benchmark table: what a trainer on a GPU pays for a
 batch of 256 x 3x224x224 float32 (+ int64 labels) from stokerd, over each
 way of getting it onto the GPU, against a DataLoader with pin_memory.
 
@@ -381,7 +381,7 @@ def main() -> int:
                 f" steps on a static tensor (CPU)" if bench.work_info else
                 "")})
     seconds = time.monotonic() - started
-    print(f"Issue 16 benchmark: {env['gpu']}, batch {a.batch_size}, "
+    print(f"GPU benchmark: {env['gpu']}, batch {a.batch_size}, "
           f"pipeline {a.pipeline} on dataset {a.dataset}, {seconds:.0f} s\n")
     print(markdown(rows))
     failed_modes = sorted(errors)

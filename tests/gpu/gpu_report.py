@@ -1,4 +1,4 @@
-"""The table of tests/gpu/bench_gpu.py: issue 16's goals and the rows
+"""The table of tests/gpu/bench_gpu.py: the GPU path's goals and the rows
 they give, as pure functions of the figures a run measured (tested by
 tests/python/test_gpu_bench_scripts.py without a GPU)."""
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -8,10 +8,10 @@ TITLES = {"cuda_ipc": "cuda_ipc", "shm_pinned": "shm + pinned ring",
           "shm_pageable": "shm, pageable",
           "dataloader": "DataLoader pin_memory=True"}
 DATALOADER_WORKERS = 4  # The reference DataLoader's, spawned.
-# Goals of issue 16.
+# The GPU path's goals.
 HANDOVER_RATIO_GOAL = 0.8   # pinned H2D time / hand-over time, at least.
 CPU_RATIO_GOAL = 0.05       # trainer CPU per batch / DataLoader's, at most.
-# The paths issue 16 builds, which its CPU and stall goals are for; the
+# The GPU paths, which the CPU and stall goals are for; the
 # other two are references.
 GOAL_MODES = ("cuda_ipc", "shm_pinned")
 # Stall goal: 0 %. next() itself costs some 0.1 ms a step, so a stall under

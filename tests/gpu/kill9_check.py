@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The kill -9 check of issue 16: "a trainer killed with kill -9 frees its
+"""The kill -9 check of the GPU path: "a trainer killed with kill -9 frees its
 ring within a second".
 
     PYTHONPATH=client/python python3 tests/gpu/kill9_check.py \\

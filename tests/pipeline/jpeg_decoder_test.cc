@@ -43,7 +43,7 @@ TEST(JpegDecoderTest, RefusesAnImageOverItsPixelLimitFromTheHeader) {
                                  "limits.max_decode_pixels (59999)")));
   JpegDecoder exact(300 * 200);
   EXPECT_THAT(exact.ReadHeader(jpeg), IsOk());
-  // The default admits 8000x8000 but not the 8192x8192 of issue 14.
+  // The default admits 8000x8000 but not 8192x8192.
   EXPECT_GE(kDefaultMaxDecodePixels, int64_t{8000} * 8000);
   EXPECT_LT(kDefaultMaxDecodePixels, int64_t{8192} * 8192);
 }

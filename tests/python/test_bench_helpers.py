@@ -1,4 +1,4 @@
-"""bench/helpers, the helper-daemon benchmark (issue 19), runs end to end in
+"""bench/helpers, the helper-daemon benchmark, runs end to end in
 smoke mode: the node alone, with one and with two helpers, and behind a
 throttled link where this machine gives the bench a network namespace of
 its own (else the report says why not), each delivering samples; the report

@@ -1,5 +1,5 @@
 """limits.max_decode_pixels: an image bigger than the limit is refused from
-its JPEG header, before any pixel is decoded (issue 14: six 8192x8192
+its JPEG header, before any pixel is decoded (six 8192x8192
 progressive JPEGs took a daemon with a 64 MiB budget to 505 MB). Under
 on_corrupt: skip the sample is left out and counted; under fail the stream
 ends with DATA_LOSS naming the dataset, the sample and its size."""
