@@ -30,6 +30,17 @@ TRAIN_PIPELINE = """\
 """
 
 
+def wait_for(predicate, timeout=30.0):
+    """True as soon as predicate() is, False if it is still not after
+    `timeout` seconds: the pytest twin of tests/testing's WaitFor."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())
+
+
 def run(args, check=True, **kwargs):
     return subprocess.run([str(a) for a in args], capture_output=True,
                           text=True, check=check, timeout=300, **kwargs)

@@ -10,28 +10,17 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import (PYTHON_CLIENT, ROOT, STOKER, STOKERD, make_images,
-                      run)
+from conftest import PYTHON_CLIENT, STOKER, STOKERD, run, wait_for
 from storage_servers import Nginx
 
 torch = pytest.importorskip("torch")
 from stoker import _local  # noqa: E402
 from stoker.errors import StokerError  # noqa: E402
 from stoker.torch import Loader  # noqa: E402
-
-
-def wait_for(predicate, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 def gone(pid):

@@ -3,7 +3,6 @@ when either side is killed, and no other user can open a ring."""
 import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import STOKER, Daemon, run, write_config
+from conftest import STOKER, Daemon, run, wait_for, write_config
 from shm_names import held_shm_names, left_behind
 
 
@@ -37,15 +36,6 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise AssertionError("no VmRSS")
-
-
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 def start_endless_client(daemon, transport="shm"):
