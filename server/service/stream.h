@@ -180,7 +180,8 @@ class Stream : public BatchSource,
   // (kBuildAhead below). Batches that wait in the window need a buffer
   // only once they are started, so a consumer that takes each batch as it
   // is finished leaves the rest of its window untouched: a shm ring's
-  // unused slots cost no memory (docs/performance.md, "Memory of many trainers").
+  // unused slots cost no memory (docs/performance.md, "Memory of many
+  // trainers").
   bool HasMore() override;
 
   // The next batch in order, once it is finished.
