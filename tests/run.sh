@@ -89,11 +89,13 @@ bench/jobs --smoke --build-dir build
 bench/memory --smoke --build-dir build
 bench/embedded --smoke --build-dir build
 
-# The service core's tests (tests/service/): the stream protocol, admission,
-# the worker pool, batches. CI runs them under ThreadSanitizer; --tsan runs
+# The service core's tests (tests/service/): the stream protocol, the stream
+# and its sources, shared runs, the open planner, the opener, admission, the
+# worker pool, batches. CI runs them under ThreadSanitizer; --tsan runs
 # every C++ test under it.
 TSAN_CORE="stream_session_test admission_test worker_pool_test service_batch_test
-  autotuner_test service_remote_batch_test"
+  autotuner_test service_remote_batch_test open_planner_test stream_test
+  shared_run_test opener_test"
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
 tsan_configure() {
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

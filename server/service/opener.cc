@@ -7,7 +7,8 @@
 
 namespace stoker::service {
 
-Opener::Opener(StreamService* service) : service_(service) {
+Opener::Opener(StreamService* service, absl::Time (*now)())
+    : service_(service), now_(now) {
   // Under admission's lock: only set a flag and wake the thread.
   service_->SetAdmissionListener([this] {
     absl::MutexLock lock(&mu_);
@@ -76,7 +77,7 @@ bool Opener::Retry(Parked& p) {
     p.done(ticket.status());
     return true;
   }
-  if (absl::Now() >= p.open.deadline) {
+  if (now_() >= p.open.deadline) {
     service_->StopWaiting(p.open);
     p.done(ticket.status());
     return true;

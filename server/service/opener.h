@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/service/stream_service.h"
 
@@ -37,8 +38,9 @@ class Opener {
 
   static constexpr absl::Duration kPoll = absl::Milliseconds(50);
 
-  // `service` outlives this object.
-  explicit Opener(StreamService* service);
+  // `service` outlives this object. `now` is the clock an open's deadline
+  // is read on (tests set their own).
+  explicit Opener(StreamService* service, absl::Time (*now)() = &absl::Now);
   ~Opener();
   Opener(const Opener&) = delete;
   Opener& operator=(const Opener&) = delete;
@@ -72,6 +74,7 @@ class Opener {
   bool Retry(Parked& parked);
 
   StreamService* const service_;
+  absl::Time (*const now_)();
 
   absl::Mutex mu_;
   absl::CondVar wake_cv_;

@@ -14,35 +14,6 @@
 #include "server/service/stream_building.h"
 
 namespace stoker::service {
-namespace {
-
-// a * b, or the largest uint64 where that overflows.
-uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
-  uint64_t product;
-  return __builtin_mul_overflow(a, b, &product)
-             ? std::numeric_limits<uint64_t>::max()
-             : product;
-}
-
-}  // namespace
-
-bool IsHelperJob(std::string_view job_id) {
-  return job_id.substr(0, 7) == "helper:";
-}
-
-uint64_t EndPosition(const StreamSpec& spec, uint64_t steps_per_epoch) {
-  uint64_t end = spec.epochs == 0
-                     ? std::numeric_limits<uint64_t>::max()
-                     : SaturatingProduct(spec.epochs, steps_per_epoch);
-  if (spec.end_epoch != 0 || spec.end_step != 0) {
-    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-    const uint64_t epochs = SaturatingProduct(spec.end_epoch, steps_per_epoch);
-    const uint64_t until =
-        epochs > kMax - spec.end_step ? kMax : epochs + spec.end_step;
-    end = std::min(end, until);
-  }
-  return end;
-}
 
 Stream::Stream(Options options)
     : spec_(std::move(options.spec)),
@@ -58,6 +29,7 @@ Stream::Stream(Options options)
       end_(EndPosition(spec_, steps_per_epoch_)),
       start_(spec_.start_epoch * steps_per_epoch_ + spec_.start_step),
       placer_(IsHelperJob(spec_.job_id) ? nullptr : options.placer),
+      now_ns_(options.now_ns),
       content_digest_(placer_ != nullptr
                           ? dataset_->ContentDigest().value_or(std::string())
                           : std::string()),
@@ -449,7 +421,7 @@ void Stream::RecordAck(double wait_seconds, double busy_seconds) {
   counts_->Add(Count::kBusyNs, static_cast<int64_t>(busy_seconds * 1e9));
   if (placer_ == nullptr) return;
   // The placer asks how much the consumer waited over the last second.
-  const int64_t now = NowNs();
+  const int64_t now = now_ns_();
   absl::MutexLock lock(&mu_);
   recent_acks_.push_back({now, wait_seconds, busy_seconds});
   while (now - recent_acks_.front().at_ns > 1'000'000'000) {

@@ -61,6 +61,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/base/clock.h"
 #include "server/dataset/dataset.h"
 #include "server/dataset/sampler.h"
 #include "server/pipeline/pipeline.h"
@@ -71,54 +72,11 @@
 #include "server/service/counters.h"
 #include "server/service/remote_source.h"
 #include "server/service/stream_session.h"
+#include "server/service/stream_spec.h"
 
 namespace stoker::service {
 
-enum class OnCorrupt { kSkip, kFail };
-
 class SharedRun;
-
-// What a client asked for, as plain values.
-struct StreamSpec {
-  std::string dataset;
-  std::string pipeline;
-  uint32_t batch_size = 0;
-  uint64_t seed = 0;
-  uint64_t epochs = 1;  // 0: endless.
-  uint32_t rank = 0;
-  uint32_t world_size = 1;
-  std::string job_id;
-  bool drop_last = false;
-  uint32_t ra_reps = 1;  // Copies of each sample per epoch (sampler.h).
-  uint32_t prefetch = 0;  // 0: the daemon's default.
-  uint64_t start_epoch = 0;
-  uint64_t start_step = 0;
-  // Stop before (end_epoch, end_step), or at the end of `epochs` if that is
-  // sooner; (0, 0): at the end of `epochs`.
-  uint64_t end_epoch = 0;
-  uint64_t end_step = 0;
-  double weight = 1.0;
-  std::string transport = "grpc";  // Its name, for metrics and logs.
-  // The client keeps batches in the transport's memory after reading them
-  // (Transport::client_holds): the window grows by `hold`.
-  bool client_holds = false;
-  uint32_t hold = 0;  // Batches the consumer keeps beyond prefetch.
-  bool share = false;  // Join a shared preprocessing run.
-  std::string peer;    // Who opened it: "uid:N", "ip:ADDR" or "local".
-  // Send the uint8 rendering, before the format stage (BindMode::kRendered):
-  // a node's helper stream, or a stream whose transport formats the images
-  // itself (Transport::formats_on_delivery).
-  bool raw = false;
-  // How the batches the stream builds itself are encoded for a transport
-  // that sends them in its messages (kNone for the others). A shared run's
-  // batches go as they are.
-  Compression compression = Compression::kNone;
-};
-
-// The linear position (epoch * steps_per_epoch + step) a stream stops
-// before: the sooner of `end` and the end of `epochs`; the largest uint64
-// for an endless stream with no end.
-uint64_t EndPosition(const StreamSpec& spec, uint64_t steps_per_epoch);
 
 // What one stream did since it opened, and what it holds now.
 struct StreamStats {
@@ -127,10 +85,6 @@ struct StreamStats {
   int building = 0;         // Batches being built.
   bool sharing = false;     // Attached to a shared run now.
 };
-
-// True for the job id of a stream that a node opened on this daemon as its
-// helper: such a stream never places chunks in turn.
-bool IsHelperJob(std::string_view job_id);
 
 class Stream : public BatchSource,
                public ChunkSink,
@@ -141,7 +95,9 @@ class Stream : public BatchSource,
     // Keeps the dataset and pipeline alive for the stream's life.
     std::shared_ptr<const Catalog> catalog;
     const dataset::Dataset* dataset = nullptr;  // Owned by catalog.
-    std::unique_ptr<pipeline::BoundPipeline> pipeline;
+    // Shared with a shared run's producer, which runs the same binding
+    // (BoundPipeline is immutable and safe to run from many threads).
+    std::shared_ptr<const pipeline::BoundPipeline> pipeline;
     std::optional<dataset::Sampler> sampler;  // Required.
     pipeline::WorkerPool* pool = nullptr;  // Outlives every stream.
     std::shared_ptr<PoolGroup> group;      // Where its tasks run.
@@ -156,6 +112,9 @@ class Stream : public BatchSource,
     // Where chunks of batches may be built by helpers; null: all here.
     // Outlives every stream.
     ChunkPlacer* placer = nullptr;
+    // The clock of the placer's ack window (RecordAck): steady nanoseconds.
+    // Tests set a clock of their own.
+    int64_t (*now_ns)() = &NowNs;
   };
 
   explicit Stream(Options options);
@@ -273,7 +232,7 @@ class Stream : public BatchSource,
   const StreamSpec spec_;
   const std::shared_ptr<const Catalog> catalog_;
   const dataset::Dataset* const dataset_;
-  const std::unique_ptr<pipeline::BoundPipeline> pipeline_;
+  const std::shared_ptr<const pipeline::BoundPipeline> pipeline_;
   const BatchLayout layout_;
   pipeline::WorkerPool* const pool_;
   const std::shared_ptr<PoolGroup> group_;
@@ -283,6 +242,7 @@ class Stream : public BatchSource,
   const uint64_t end_;  // EndPosition(spec_, steps_per_epoch_).
   const uint64_t start_;  // Linear position of the first batch.
   ChunkPlacer* const placer_;  // Null when this stream places nothing.
+  int64_t (*const now_ns_)();
   // Set when placer_ is; empty when the records cannot prove it, which no
   // helper matches.
   const std::string content_digest_;

@@ -1,19 +1,24 @@
-// StreamService: admits, opens and tracks streams. It takes StreamSpecs and
-// returns streams and Status, and includes nothing of a transport. What
-// the transport decides reaches it as plain values: whether the client
-// holds batches in the transport's memory (StreamSpec::client_holds, which
-// widens the window: StreamSession::Window), whether images are formatted
-// on delivery (StreamSpec::raw), the encoding of batches sent in messages
-// (StreamSpec::compression, which a shared run's batches never get), and
-// the memory a shared run's buffers come from (ServiceOptions::run_memory).
+// StreamService: admits, opens and tracks the daemon's streams. It takes
+// StreamSpecs and returns streams and Status, and includes nothing of a
+// transport: what a transport decides reaches it as plain values in the
+// spec (client_holds, raw, compression) and in ServiceOptions::run_memory.
 //
-// Open() checks every bound of a request (batch size, prefetch depth, bytes
-// per batch), then asks the Admission (admission.h) for the stream's memory,
-// its stream and peer counts and its place in its job, waiting up to the
-// request's deadline. A stream with `share` joins, or starts, a SharedRun
-// (shared_run.h) for its plan.
+// An open is three steps, which the Opener (opener.h) runs without a
+// thread per waiting open, and Open() runs on the caller's thread:
+//   Prepare   PlanOpen (open_planner.h): the request checked against the
+//             catalog and its bounds, the pipeline bound, the Stream::Options
+//             filled; no wait, nothing reserved.
+//   TryAdmit  Admission (admission.h): the stream's memory, its stream and
+//             peer counts and its place in its job; an open may wait for
+//             them until its deadline.
+//   Complete  builds the Stream, joins or starts its shared run
+//             (SharedRuns, shared_runs.h) when it asked to share, registers
+//             it and tells the observer.
+// The counts across streams (label sets, errors, share fallbacks) are a
+// ServiceCounters (service_counters.h).
 //
-// Thread-safe.
+// Thread-safe. One lock guards the catalog, the open streams and the
+// shutdown flag; no call into a stream, run or observer is made under it.
 #ifndef STOKER_SERVER_SERVICE_STREAM_SERVICE_H_
 #define STOKER_SERVER_SERVICE_STREAM_SERVICE_H_
 
@@ -25,7 +30,6 @@
 #include <optional>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,7 +38,9 @@
 #include "server/pipeline/worker_pool.h"
 #include "server/service/admission.h"
 #include "server/service/catalog.h"
-#include "server/service/shared_run.h"
+#include "server/service/open_planner.h"
+#include "server/service/service_counters.h"
+#include "server/service/shared_runs.h"
 #include "server/service/stream.h"
 
 namespace stoker::service {
@@ -88,16 +94,7 @@ struct OpenedStream {
 // An open that passed every check of its request and waits for admission
 // (Prepare, then TryAdmit until granted, then Complete). Move-only.
 struct PendingOpen {
-  StreamSpec spec;  // With the prefetch depth granted.
-  std::shared_ptr<const Catalog> catalog;
-  const dataset::Dataset* dataset = nullptr;     // Owned by catalog.
-  const pipeline::Pipeline* pipeline = nullptr;  // Owned by catalog.
-  std::unique_ptr<pipeline::BoundPipeline> bound;
-  std::shared_ptr<const pipeline::BoundPipeline> formatted;  // When raw.
-  std::optional<dataset::Sampler> sampler;
-  uint32_t window = 0;
-  uint64_t batch_bytes = 0;
-  AdmitRequest request;
+  OpenPlan plan;
   // How long admission may wait: the caller's deadline, and at most
   // admission_wait_seconds from Prepare.
   absl::Time deadline;
@@ -173,12 +170,7 @@ class StreamService {
   // reconnect at their position once the daemon is back.
   void Shutdown();
 
-  // A dataset of the current catalog and the shards found damaged in it
-  // (none while it is healthy).
-  struct DatasetHealth {
-    std::string dataset;
-    std::vector<dataset::ShardDamage> damage;
-  };
+  using DatasetHealth = service::DatasetHealth;
   // Admission's figures, the shared runs alive, and the datasets' health.
   struct Stats : Admission::Stats {
     uint32_t shared_runs = 0;
@@ -191,60 +183,26 @@ class StreamService {
   std::vector<StreamSnapshot> Snapshot() const;
   // The cumulative counters of every label set seen since start.
   std::vector<std::pair<CounterKey, std::shared_ptr<const StreamCounters>>>
-  Counters() const;
+  Counters() const { return counts_.All(); }
   // `observer` (or nullptr) must outlive every stream opened after this.
   void SetObserver(StreamObserver* observer) { observer_ = observer; }
   // Counts a stream or request that ended with this status.
-  void RecordError(absl::StatusCode code);
+  void RecordError(absl::StatusCode code) { counts_.RecordError(code); }
   // Errors by status code since start (index: absl::StatusCode).
-  std::array<int64_t, 17> Errors() const;
+  std::array<int64_t, 17> Errors() const { return counts_.Errors(); }
 
  private:
-  static constexpr size_t kMaxCounterKeys = 1024;
-  // The longest dataset, pipeline or job name a request may carry.
-  static constexpr size_t kMaxNameBytes = 256;
-
-  // What streams must agree on to share a run.
-  struct RunKey {
-    const Catalog* catalog;
-    std::string dataset, pipeline;
-    uint64_t seed;
-    uint32_t batch_size, world_size, rank;
-    bool drop_last;
-    uint32_t ra_reps;
-    bool raw;
-    bool operator<(const RunKey& o) const {
-      return std::tie(catalog, dataset, pipeline, seed, batch_size, world_size,
-                      rank, drop_last, ra_reps, raw) <
-             std::tie(o.catalog, o.dataset, o.pipeline, o.seed, o.batch_size,
-                      o.world_size, o.rank, o.drop_last, o.ra_reps, o.raw);
-    }
-  };
-
-  absl::Status Validate(const StreamSpec& spec) const;
-  std::shared_ptr<StreamCounters> CountersFor(const StreamSpec& spec);
-  // Attaches `stream` to a run for its plan, starting one if none holds its
-  // position, and returns the run's buffers. If the budget has no room for
-  // a new run's buffers: the reason (the stream builds alone).
-  absl::StatusOr<std::shared_ptr<BufferSource>> JoinRun(
-      const std::shared_ptr<Stream>& stream, Stream::Options producer,
-      const OpenedStream& opened, uint64_t batch_bytes);
-
   // Constant after construction.
   pipeline::WorkerPool* const pool_;
   const ServiceOptions options_;
   const std::shared_ptr<Admission> admission_;
+  SharedRuns runs_;         // Thread-safe on its own.
+  ServiceCounters counts_;  // Thread-safe on its own.
 
   mutable absl::Mutex mu_;
   std::map<uint64_t, std::weak_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
-  std::map<RunKey, std::vector<std::weak_ptr<SharedRun>>> runs_
-      ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Catalog> catalog_ ABSL_GUARDED_BY(mu_);
-  std::map<CounterKey, std::shared_ptr<StreamCounters>> counters_
-      ABSL_GUARDED_BY(mu_);
-  std::array<int64_t, 17> errors_ ABSL_GUARDED_BY(mu_){};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t share_fallbacks_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<StreamObserver*> observer_{nullptr};
 };
 

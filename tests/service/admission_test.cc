@@ -140,5 +140,95 @@ TEST(AdmissionTest, AnOpenThatGivesUpWaitingStopsCounting) {
   EXPECT_TRUE(again.ok()) << again.status();
 }
 
+TEST(AdmissionTest, ABudgetRefusalNamesWhatIsInUseAndAsked) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(
+      &pool, AdmissionLimits{/*max_streams=*/8, /*max_streams_per_peer=*/8,
+                             /*memory_budget=*/100});
+  auto first = admission->Admit(Request("p", 60), Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(first.ok()) << first.status();
+  // No wait asked for: refused at once; the bytes held stay as they were.
+  auto over = admission->Admit(Request("p", 50), Wait(absl::ZeroDuration()));
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("memory_budget"));
+  EXPECT_THAT(over.status().message(), HasSubstr("a test stream"));
+  EXPECT_EQ(admission->GetStats().bytes_reserved, 60u);
+  // What fits is admitted; a reservation that no stream owns counts too.
+  auto fits = admission->Admit(Request("p", 40), Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  auto run = admission->Reserve(1, "a shared run");
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(run.status().message(), HasSubstr("a shared run"));
+  fits->reset();
+  run = admission->Reserve(40, "a shared run");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(admission->GetStats().bytes_reserved, 100u);
+  EXPECT_EQ(admission->GetStats().bytes_high_water, 100u);
+}
+
+// Fairness: the streams of one job share one pool group, so the job gets
+// one fair share however many ranks it runs here, with the config's weight.
+TEST(AdmissionTest, TheStreamsOfAJobShareOneGroupWithItsWeight) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(&pool, AdmissionLimits{});
+  admission->SetJobWeights({{"heavy", 4.0}});
+  AdmitRequest a = Request("p", 10);
+  a.job_id = "heavy";
+  a.weight = 1.0;  // The config's weight wins over the request's.
+  AdmitRequest b = a;
+  b.rank = 1;
+  AdmitRequest other = Request("p", 10);
+  other.job_id = "light";
+  other.weight = 2.0;
+  auto ta = admission->Admit(a, Wait(absl::ZeroDuration()));
+  auto tb = admission->Admit(b, Wait(absl::ZeroDuration()));
+  auto tc = admission->Admit(other, Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(ta.ok() && tb.ok() && tc.ok());
+  EXPECT_EQ((*ta)->group(), (*tb)->group());
+  EXPECT_NE((*ta)->group(), (*tc)->group());
+  EXPECT_EQ((*ta)->weight(), 4.0);
+  EXPECT_EQ((*tc)->weight(), 2.0);
+  EXPECT_EQ(admission->GetStats().jobs, 2u);
+}
+
+// A rank that reconnects at once may race the end of its old stream: its
+// open waits for the old one's ticket to go, then gets in.
+TEST(AdmissionTest, ARankReopenedWaitsForItsOldStreamToEnd) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(&pool, AdmissionLimits{});
+  AdmitRequest r = Request("p", 10);
+  r.job_id = "job";
+  auto old = admission->Admit(r, Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(old.ok()) << old.status();
+  bool waiting = false;
+  auto again = admission->TryAdmit(r, &waiting);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(waiting) << "a rank's old stream ending is worth a wait";
+  EXPECT_EQ(admission->GetStats().waiting_opens, 1u);
+  old->reset();
+  again = admission->TryAdmit(r, &waiting);
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(waiting);
+  EXPECT_EQ(admission->GetStats().waiting_opens, 0u);
+}
+
+TEST(AdmissionTest, ShutdownWakesAndRefusesEveryWaitingOpen) {
+  pipeline::WorkerPool pool(1);
+  auto admission = std::make_shared<Admission>(
+      &pool, AdmissionLimits{/*max_streams=*/8, /*max_streams_per_peer=*/8,
+                             /*memory_budget=*/100});
+  auto first = admission->Admit(Request("p", 100), Wait(absl::ZeroDuration()));
+  ASSERT_TRUE(first.ok());
+  absl::StatusOr<std::shared_ptr<StreamTicket>> waited;
+  std::thread waiter([&] {
+    waited = admission->Admit(Request("p", 10), Wait(absl::Seconds(60)));
+  });
+  ASSERT_TRUE(WaitFor([&] { return admission->GetStats().waiting_opens == 1; },
+                      std::chrono::seconds(10)));
+  admission->Shutdown();
+  waiter.join();
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace stoker::service
