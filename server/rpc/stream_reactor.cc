@@ -132,9 +132,6 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
   spec.transport = Transports::Name(open.transport());
   spec.client_holds = (*transport)->client_holds();
   if ((*transport)->formats_on_delivery()) spec.raw = true;
-  if (!(*transport)->sends_payload()) {
-    spec.compression = service::Compression::kNone;
-  }
   spec.peer = peer_;
   absl::Time deadline = absl::FromChrono(deadline_);
   if (open.open_timeout() > 0) {
@@ -192,6 +189,7 @@ void StreamReactor::OnOpened(const v1::OpenStream& open, Transport* transport,
     // Before the lock (they take the callbacks' locks, which are held while
     // a callback runs Pump): until stream_ is set below, Pump does nothing,
     // and no batch is started before it.
+    opened->stream->SetEncoder((*delivery)->encoder());
     opened->stream->SetReadyCallback([this] { Pump(); });
     (*delivery)->SetReturnHook([this] { Pump(); });
     absl::MutexLock lock(&mu_);

@@ -4,7 +4,8 @@
 // `counts` maps, in `stoker top` (per second, and in --json) and in the
 // close log, and its Prometheus counter family. A new count takes two
 // edits: its entry here and the place that counts it (counts_->Add in
-// stream.cc or stream_remote.cc); tests/metrics/counts_everywhere_test.cc
+// stream.cc, chunk_source.cc, or a delivery's BatchEncoder);
+// tests/metrics/counts_everywhere_test.cc
 // checks that every entry reaches all four.
 //
 // A stream counts once, into its own Counts, which it got by joining its

@@ -66,12 +66,12 @@ absl::StatusOr<std::shared_ptr<BufferSource>> SharedRuns::Join(
   }
   auto group = std::make_shared<PoolGroup>(pool_, weight);
   // The producer builds on demand, endless, for as long as the run is
-  // used, into the run's buffers as they are; the streams it serves count
-  // what they get (count_deliveries), and it places nothing on helpers.
+  // used, into the run's buffers as they are (no delivery encodes them);
+  // the streams it serves count what they get (count_deliveries), and it
+  // places nothing on helpers.
   Stream::Options producer = options;
   producer.spec.epochs = 0;
   producer.spec.end_epoch = producer.spec.end_step = 0;
-  producer.spec.compression = Compression::kNone;
   producer.group = group;
   producer.count_deliveries = false;
   producer.placer = nullptr;

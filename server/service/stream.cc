@@ -1,17 +1,12 @@
 #include "server/service/stream.h"
 
 #include <algorithm>
-#include <cstring>
-#include <limits>
+#include <utility>
+#include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "proto/payload_codec.h"
-#include "server/base/clock.h"
-#include "server/pipeline/passthrough.h"
-#include "server/pipeline/sample_rng.h"
+#include "absl/time/time.h"
 #include "server/service/shared_run.h"
-#include "server/service/stream_building.h"
 
 namespace stoker::service {
 
@@ -19,36 +14,33 @@ Stream::Stream(Options options)
     : spec_(std::move(options.spec)),
       catalog_(std::move(options.catalog)),
       dataset_(options.dataset),
-      pipeline_(std::move(options.pipeline)),
-      layout_(pipeline_->slots(), spec_.batch_size),
-      pool_(options.pool),
-      group_(std::move(options.group)),
-      on_corrupt_(options.on_corrupt),
+      layout_(options.pipeline->slots(), spec_.batch_size),
       steps_per_epoch_(options.sampler->StepsPerEpoch()),
       samples_per_epoch_(options.sampler->SamplesPerEpoch()),
       end_(EndPosition(spec_, steps_per_epoch_)),
       start_(spec_.start_epoch * steps_per_epoch_ + spec_.start_step),
-      placer_(IsHelperJob(spec_.job_id) ? nullptr : options.placer),
       now_ns_(options.now_ns),
-      content_digest_(placer_ != nullptr
-                          ? dataset_->ContentDigest().value_or(std::string())
-                          : std::string()),
-      rendered_layout_(placer_ != nullptr && pipeline_->can_finish_rendered()
-                           ? std::make_optional<BatchLayout>(
-                                 pipeline_->RenderedSlots(), spec_.batch_size)
-                           : std::nullopt),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
+      tasks_(spec_, dataset_, std::move(options.pipeline), &layout_,
+             options.pool, std::move(options.group), options.on_corrupt,
+             counters_),
       sampler_(*std::move(options.sampler)),
       next_epoch_(spec_.start_epoch),
-      next_step_(spec_.start_step) {}
+      next_step_(spec_.start_step) {
+  if (options.placer != nullptr && !IsHelperJob(spec_.job_id)) {
+    chunks_.emplace(options.placer, &spec_, *dataset_, &tasks_, &layout_,
+                    steps_per_epoch_, start_, end_, options.on_corrupt);
+  }
+}
 
 Stream::~Stream() {
   std::shared_ptr<SharedRun> run;
   {
     absl::MutexLock lock(&mu_);
-    run = std::move(run_);
+    if (run_.has_value()) run = run_->run();
+    run_.reset();
   }
   if (run != nullptr) run->Leave(this);
 }
@@ -58,196 +50,97 @@ void Stream::SetReadyCallback(std::function<void()> callback) {
   callback_ = std::move(callback);
 }
 
+void Stream::SetEncoder(std::shared_ptr<const BatchEncoder> encoder) {
+  encoder_ = std::move(encoder);
+}
+
 bool Stream::AtEndLocked() const {
   return next_epoch_ * steps_per_epoch_ + next_step_ >= end_;
 }
 
+void Stream::NextPositionLocked(StreamSlot* slot) {
+  slot->epoch = next_epoch_;
+  slot->step = next_step_;
+  slot->pos = next_epoch_ * steps_per_epoch_ + next_step_;
+  dataset::StepEntries entries = sampler_.Step(next_epoch_, next_step_);
+  slot->ids = std::move(entries.ids);
+  slot->reps = std::move(entries.reps);
+  if (++next_step_ == steps_per_epoch_) {
+    next_step_ = 0;
+    ++next_epoch_;
+  }
+}
+
 bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
-  Building* batch = nullptr;
+  StreamSlot* slot = nullptr;
   std::shared_ptr<SharedRun> run;
   uint64_t seq = 0;
   uint64_t pos = 0;
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_ || !status_.ok() || AtEndLocked()) return false;
-    auto b = std::make_unique<Building>();
-    b->epoch = next_epoch_;
-    b->step = next_step_;
-    dataset::StepEntries entries = sampler_.Step(next_epoch_, next_step_);
-    b->ids = std::move(entries.ids);
-    b->reps = std::move(entries.reps);
-    b->buffer = std::move(buffer);
-    b->remaining = static_cast<uint32_t>(b->ids.size());
-    b->errors.resize(b->ids.size());
-    pos = next_epoch_ * steps_per_epoch_ + next_step_;
-    if (run_ != nullptr) {
-      b->source = Building::Source::kRun;
-      run = run_;
-    } else if (placer_ != nullptr) {
-      PlaceLocked(b.get(), pos);
+    auto s = std::make_unique<StreamSlot>();
+    NextPositionLocked(s.get());
+    s->buffer = std::move(buffer);
+    s->remaining = static_cast<uint32_t>(s->ids.size());
+    s->errors.resize(s->ids.size());
+    if (run_.has_value()) {
+      s->origin = StreamSlot::Origin::kRun;
+      run = run_->run();
+    } else if (chunks_.has_value() &&
+               chunks_->PlaceLocked(s->pos, slots_, weak_from_this(),
+                                    counts_.get(), &s->chunk)) {
+      s->origin = StreamSlot::Origin::kChunk;
+    } else {
+      ++building_tasks_;
     }
-    if (++next_step_ == steps_per_epoch_) {
-      next_step_ = 0;
-      ++next_epoch_;
-    }
-    batch = b.get();
+    slot = s.get();
+    pos = s->pos;
     seq = next_seq_++;
-    building_[seq] = std::move(b);
+    slots_[seq] = std::move(s);
+    // A slot of the run or a chunk may change hands (and, once taken, be
+    // gone) as soon as the lock is let go: what to do is decided here.
+    if (run == nullptr && slot->origin != StreamSlot::Origin::kTasks) {
+      return true;
+    }
   }
   if (run != nullptr) {
     run->Request(this, seq, pos);
-  } else if (batch->source == Building::Source::kTasks) {
-    SubmitSamples(batch);
+  } else {
+    tasks_.Start(shared_from_this(), slot);
   }
   return true;
 }
 
-void Stream::SubmitSamples(Building* batch) {
-  {
-    absl::MutexLock lock(&mu_);
-    ++building_tasks_;
-  }
-  batch->buffer->BeforeWrite();
-  const uint32_t n = static_cast<uint32_t>(batch->ids.size());
-  for (uint32_t i = 0; i < n; ++i) {
-    pool_->Submit(group_->id(), [self = shared_from_this(), batch, i] {
-      self->RunSample(batch, i);
-    });
-  }
+void Stream::StartOnTasks(const std::vector<StreamSlot*>& slots) {
+  if (slots.empty()) return;
+  const std::shared_ptr<Stream> self = shared_from_this();
+  for (StreamSlot* slot : slots) tasks_.Start(self, slot);
 }
 
-void Stream::RunSample(Building* batch, uint32_t index) {
-  if (!cancelled_) {
-    const uint64_t id = batch->ids[index];
-    pipeline::SampleRng rng(spec_.seed, batch->epoch, id, batch->reps[index]);
-    const size_t num_tensors = layout_.per_sample().size();
-    absl::InlinedVector<uint8_t*, 4> dst(num_tensors);
-    for (size_t t = 0; t < num_tensors; ++t) {
-      dst[t] = layout_.SamplePtr(batch->buffer->data(), t, index);
-    }
-    pipeline::StageTimes times;
-    int64_t run_ns = 0;
-    const int64_t start = NowNs();
-    absl::Status status = dataset_->Read(
-        id, [&](const dataset::RecordView& record) -> absl::Status {
-          const int64_t run_start = NowNs();
-          absl::Status s = pipeline_->Run(
-              absl::MakeConstSpan(record.fields.data(), record.fields.size()),
-              rng, absl::MakeConstSpan(dst), &times);
-          run_ns = NowNs() - run_start;
-          return s;
-        });
-    // Read names the dataset, shard file and key (the sample id) once.
-    if (!status.ok()) batch->errors[index] = std::move(status);
-    counters_->Observe(Stage::kRead, NowNs() - start - run_ns);
-    counters_->Observe(Stage::kDecode, times.decode_ns);
-    counters_->Observe(Stage::kAugment, times.augment_ns);
-    counters_->Observe(Stage::kCollate, times.collate_ns);
-  }
-  if (batch->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    FinishSample(batch);
-  }
-}
-
-void Stream::FinishSample(Building* batch) {
-  // Only this call touches the batch until it is marked done.
-  if (cancelled_) {
-    batch->abandoned = true;
-  } else {
-    FinishBatchOf(batch);
-  }
+void Stream::TasksDone(StreamSlot* slot) {
+  if (slot->delivered.has_value()) Encode(slot);
   {
     absl::MutexLock lock(&mu_);
-    batch->done = true;
+    slot->done = true;
     --building_tasks_;
   }
   NotifyReady();
 }
 
-void Stream::FinishBatchOf(Building* batch) {
-  ReadyBatch ready;
-  ready.epoch = batch->epoch;
-  ready.step = batch->step;
-  std::vector<uint32_t> kept;
-  for (uint32_t i = 0; i < batch->ids.size(); ++i) {
-    const absl::Status& error = batch->errors[i];
-    if (error.ok()) {
-      kept.push_back(i);
-      ready.sample_ids.push_back(batch->ids[i]);
-      if (spec_.ra_reps > 1) ready.sample_reps.push_back(batch->reps[i]);
-      continue;
-    }
-    // A ragged_limit's overflow policy decides for its own samples. A
-    // damaged shard ends the stream even under kSkip: the file changed
-    // under the daemon, and no read of it can be trusted. So does a
-    // FailedPrecondition (an image format this build cannot decode): the
-    // sample is fine, and skipping it would lose it.
-    const std::optional<pipeline::RaggedOverflow> overflow =
-        pipeline::RaggedOverflowOf(error);
-    const bool skip = overflow.has_value()
-                          ? *overflow == pipeline::RaggedOverflow::kSkip
-                          : on_corrupt_ != OnCorrupt::kFail &&
-                                !dataset::IsShardDamage(error) &&
-                                !absl::IsFailedPrecondition(error);
-    if (!skip) {
-      batch->run_error = error;
-      return;
-    }
-    ready.skipped_ids.push_back(batch->ids[i]);
-    if (spec_.ra_reps > 1) ready.skipped_reps.push_back(batch->reps[i]);
-  }
-  ready.tensors =
-      FinishBatch(layout_, batch->buffer->data(), kept, &ready.bytes);
-  RunBatchOp(batch, ready);
-  if (!batch->run_error.ok()) return;
-  batch->delivered = std::move(ready);
-  Encode(batch);
-}
-
-void Stream::RunBatchOp(Building* batch, const ReadyBatch& ready) {
-  if (!pipeline_->has_batch_op() || ready.sample_ids.empty()) return;
-  // The batch stage: after collation, with the batch's own generator, so
-  // the batch is a function of its position alone.
-  const int64_t start = NowNs();
-  absl::InlinedVector<uint8_t*, 4> tensors;
-  for (const BatchTensor& t : ready.tensors) {
-    tensors.push_back(batch->buffer->data() + t.offset);
-  }
-  pipeline::SampleRng rng = pipeline::SampleRng::ForBatch(
-      spec_.seed, batch->epoch, batch->step, spec_.rank);
-  absl::Status status =
-      pipeline_->RunBatch(absl::MakeConstSpan(tensors),
-                          static_cast<uint32_t>(ready.sample_ids.size()), rng);
-  counters_->Observe(Stage::kAugment, NowNs() - start);
-  if (!status.ok()) {
-    batch->run_error =
-        absl::Status(status.code(),
-                     absl::StrCat("batch op at epoch ", batch->epoch, " step ",
-                                  batch->step, ": ", status.message()));
-  }
-}
-
-void Stream::Encode(Building* batch) {
-  ReadyBatch& ready = *batch->delivered;
+void Stream::Encode(StreamSlot* slot) {
+  ReadyBatch& ready = *slot->delivered;
   ready.decoded_bytes = ready.bytes;
-  if (spec_.compression == Compression::kNone) return;
-  if (spec_.compression == Compression::kAuto) {
+  if (encoder_ == nullptr) return;
+  bool behind = false;
+  if (encoder_->adaptive()) {
     absl::MutexLock lock(&mu_);
-    bool behind = false;
-    for (const auto& [seq, b] : building_) {
-      if (b.get() == batch) break;
-      behind |= b->done;
+    for (const auto& [seq, s] : slots_) {
+      if (s.get() == slot) break;
+      behind |= s->done;
     }
-    if (!behind) return;
   }
-  const int64_t start = NowNs();
-  const size_t encoded =
-      codec::CompressInPlace(batch->buffer->data(), ready.bytes);
-  counts_->Add(Count::kCompressNs, NowNs() - start);
-  if (encoded == 0) return;  // It would not get smaller.
-  ready.compression = Compression::kZstd;
-  ready.bytes = encoded;
-  counts_->Add(Count::kCompressedBatches, 1);
+  encoder_->Encode(&ready, slot->buffer->data(), behind, counts_.get());
 }
 
 void Stream::NotifyReady() {
@@ -256,28 +149,28 @@ void Stream::NotifyReady() {
 }
 
 std::optional<ReadyBatch> Stream::TakeReady() {
-  std::unique_ptr<Building> batch;
+  std::unique_ptr<StreamSlot> slot;
   {
     absl::MutexLock lock(&mu_);
-    auto it = building_.find(deliver_seq_);
-    if (it == building_.end() || !it->second->done || !status_.ok()) {
+    auto it = slots_.find(deliver_seq_);
+    if (it == slots_.end() || !it->second->done || !status_.ok()) {
       return std::nullopt;
     }
-    batch = std::move(it->second);
-    building_.erase(it);
+    slot = std::move(it->second);
+    slots_.erase(it);
     ++deliver_seq_;
   }
-  if (batch->abandoned) return std::nullopt;
-  if (!batch->run_error.ok()) {
+  if (slot->abandoned) return std::nullopt;
+  if (!slot->error.ok()) {
     // The caller is the transport, which checks Done() next: no callback.
     absl::MutexLock lock(&mu_);
-    if (status_.ok()) status_ = batch->run_error;
+    if (status_.ok()) status_ = slot->error;
     return std::nullopt;
   }
-  ReadyBatch ready = *std::move(batch->delivered);
-  ready.buffer = std::move(batch->buffer);
+  ReadyBatch ready = *std::move(slot->delivered);
+  ready.buffer = std::move(slot->buffer);
   CountDelivered(ready);
-  if (batch->remote) counts_->Add(Count::kRemoteBatches, 1);
+  if (slot->remote) counts_->Add(Count::kRemoteBatches, 1);
   return ready;
 }
 
@@ -291,72 +184,59 @@ void Stream::CountDelivered(const ReadyBatch& ready) {
 
 void Stream::AttachRun(std::shared_ptr<SharedRun> run, uint64_t lend_before) {
   absl::MutexLock lock(&mu_);
-  run_ = std::move(run);
-  lend_before_ = lend_before;
+  run_.emplace(std::move(run), lend_before);
 }
 
 void Stream::Deliver(uint64_t seq, std::shared_ptr<const ReadyBatch> batch,
                      bool shared, const absl::Status& error) {
-  Building* b = nullptr;
+  StreamSlot* slot = nullptr;
   bool lend = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = building_.find(seq);
-    if (it == building_.end() || it->second->source != Building::Source::kRun) {
+    auto it = slots_.find(seq);
+    if (it == slots_.end() ||
+        it->second->origin != StreamSlot::Origin::kRun) {
       return;
     }
-    b = it->second.get();
-    b->source = Building::Source::kDelivering;
-    lend = b->epoch * steps_per_epoch_ + b->step < lend_before_;
+    slot = it->second.get();
+    slot->origin = StreamSlot::Origin::kClaimed;
+    // Cancel lets go of the run before its last deliveries come: those are
+    // copied, and never handed out.
+    lend = run_.has_value() && slot->pos < run_->lend_before();
   }
-  // Only this call touches b until it is marked done.
+  // Only this call touches the slot until it is marked done.
   if (error.ok()) {
-    ReadyBatch ready;
-    ready.epoch = b->epoch;
-    ready.step = b->step;
-    ready.sample_ids = batch->sample_ids;
-    ready.skipped_ids = batch->skipped_ids;
-    ready.sample_reps = batch->sample_reps;
-    ready.skipped_reps = batch->skipped_reps;
-    ready.tensors = batch->tensors;
-    ready.bytes = batch->bytes;
-    ready.shared = shared;
-    if (lend) {
-      b->buffer = std::make_unique<LentBatchBuffer>(std::move(batch),
-                                                    std::move(b->buffer));
-    } else {
-      b->buffer->BeforeWrite();
-      std::memcpy(b->buffer->data(), batch->buffer->data(), batch->bytes);
-    }
-    b->delivered = std::move(ready);
+    RunSource::Take(slot, std::move(batch), shared, lend);
   } else {
-    b->run_error = error;
+    slot->error = error;
   }
   {
     absl::MutexLock lock(&mu_);
-    b->done = true;
+    slot->done = true;
   }
   NotifyReady();
 }
 
 void Stream::DetachFromRun() {
-  std::vector<Building*> waiting;
+  std::vector<StreamSlot*> waiting;
   std::shared_ptr<SharedRun> run;  // Let go outside the lock.
   {
     absl::MutexLock lock(&mu_);
-    run = std::move(run_);
-    for (auto& [seq, b] : building_) {
-      if (b->source != Building::Source::kRun) continue;
-      b->source = Building::Source::kTasks;
-      waiting.push_back(b.get());
+    if (run_.has_value()) run = run_->run();
+    run_.reset();
+    for (auto& [seq, slot] : slots_) {
+      if (slot->origin != StreamSlot::Origin::kRun) continue;
+      slot->origin = StreamSlot::Origin::kTasks;
+      ++building_tasks_;
+      waiting.push_back(slot.get());
     }
   }
-  for (Building* b : waiting) SubmitSamples(b);
+  StartOnTasks(waiting);
 }
 
 bool Stream::HasMore() {
   // Read before taking mu_: the pool's lock is never taken inside it.
-  const int workers = pool_->active_threads();
+  const int workers = tasks_.workers();
   absl::MutexLock lock(&mu_);
   return !cancelled_ && status_.ok() && !AtEndLocked() &&
          !BuildingEnoughLocked(workers);
@@ -365,7 +245,7 @@ bool Stream::HasMore() {
 bool Stream::BuildingEnoughLocked(int workers) const {
   // A shared run builds elsewhere; a helper's chunk takes its buffers when
   // it is placed, which happens in Fill.
-  if (run_ != nullptr || placer_ != nullptr) return false;
+  if (run_.has_value() || chunks_.has_value()) return false;
   const uint64_t samples =
       uint64_t{building_tasks_} * std::max<uint32_t>(1, spec_.batch_size);
   const uint64_t wanted = uint64_t{kBuildAheadPerWorker} *
@@ -376,7 +256,7 @@ bool Stream::BuildingEnoughLocked(int workers) const {
 bool Stream::Done() {
   absl::MutexLock lock(&mu_);
   if (!status_.ok()) return true;
-  return AtEndLocked() && building_.empty();
+  return AtEndLocked() && slots_.empty();
 }
 
 absl::Status Stream::status() {
@@ -403,14 +283,15 @@ void Stream::Cancel(absl::Status reason) {
     callback_ = nullptr;
   }
   std::shared_ptr<SharedRun> run;
-  std::map<uint64_t, std::shared_ptr<RemoteChunk>> chunks;
+  std::vector<std::shared_ptr<RemoteChunk>> chunks;
   {
     absl::MutexLock lock(&mu_);
-    run = std::move(run_);
-    chunks = chunks_;
+    if (run_.has_value()) run = run_->run();
+    run_.reset();
+    if (chunks_.has_value()) chunks = chunks_->OpenLocked();
   }
   if (run != nullptr) run->Leave(this);
-  for (auto& [begin, chunk] : chunks) chunk->Cancel();
+  for (const std::shared_ptr<RemoteChunk>& chunk : chunks) chunk->Cancel();
 }
 
 void Stream::RecordAck(double wait_seconds, double busy_seconds) {
@@ -419,27 +300,115 @@ void Stream::RecordAck(double wait_seconds, double busy_seconds) {
   counts_->Add(Count::kAcks, 1);
   counts_->Add(Count::kWaitNs, static_cast<int64_t>(wait_seconds * 1e9));
   counts_->Add(Count::kBusyNs, static_cast<int64_t>(busy_seconds * 1e9));
-  if (placer_ == nullptr) return;
+  if (!chunks_.has_value()) return;
   // The placer asks how much the consumer waited over the last second.
   const int64_t now = now_ns_();
   absl::MutexLock lock(&mu_);
-  recent_acks_.push_back({now, wait_seconds, busy_seconds});
-  while (now - recent_acks_.front().at_ns > 1'000'000'000) {
-    recent_acks_.pop_front();
-  }
+  chunks_->RecordAckLocked(now, wait_seconds, busy_seconds);
 }
 
 void Stream::RecordTransfer(int64_t nanoseconds) {
   counters_->Observe(Stage::kTransfer, nanoseconds);
 }
 
+absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
+                                const RemoteBatch& remote, TakeReport* report) {
+  if (!remote.skipped_ids.empty()) {
+    // A helper never decides that a sample is lost: one it skipped (a lower
+    // limit than this node's, another decoder) may well be good here. The
+    // chunk ends, and this batch and the rest of the chunk are built here,
+    // where this node's own limits decide.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the helper skipped ", remote.skipped_ids.size(), " samples (id ",
+        remote.skipped_ids[0], " first) of position ", pos,
+        ": its limits or data differ from this node's; built here instead"));
+  }
+  const uint64_t seq = pos - start_;
+  StreamSlot* slot = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    // The chunk runs ahead of Fill by at most the helper's window: wait for
+    // the stream to start the batch, i.e. to give it a buffer. The flags
+    // checked outside mu_ (the stream's and the chunk's cancellation) are
+    // seen within the timeout.
+    const std::shared_ptr<RemoteChunk> open = chunks_->FindLocked(chunk);
+    if (open == nullptr) {
+      return absl::CancelledError("the stream no longer waits for the chunk");
+    }
+    auto started = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return cancelled_ || open->cancelled() || !status_.ok() ||
+             slots_.count(seq) != 0 || chunks_->FindLocked(chunk) == nullptr ||
+             AtEndLocked();
+    };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&started),
+                                 absl::Milliseconds(50))) {
+    }
+    if (cancelled_ || open->cancelled() || !status_.ok()) {
+      return absl::CancelledError("the stream or the chunk ended");
+    }
+    auto found = slots_.find(seq);
+    if (found == slots_.end() ||
+        found->second->origin != StreamSlot::Origin::kChunk ||
+        found->second->chunk != chunk) {
+      return absl::CancelledError(
+          absl::StrCat("the stream no longer waits for position ", pos,
+                       " from chunk ", chunk));
+    }
+    slot = found->second.get();
+    slot->origin = StreamSlot::Origin::kClaimed;
+  }
+  // Only this call touches the slot until it is marked done or given back.
+  const int64_t start = NowNs();
+  absl::StatusOr<ReadyBatch> ready = chunks_->Copy(remote, slot);
+  report->copy_ns += NowNs() - start;
+  if (!ready.ok()) {
+    absl::MutexLock lock(&mu_);
+    // ChunkEnded, which the chunk calls next, builds it here.
+    slot->origin = StreamSlot::Origin::kChunk;
+    return ready.status();
+  }
+  slot->delivered = *std::move(ready);
+  slot->remote = true;
+  Encode(slot);
+  {
+    absl::MutexLock lock(&mu_);
+    slot->done = true;
+    if (seq == deliver_seq_) {
+      for (const auto& [later, other] : slots_) {
+        if (later > seq && other->done) report->late = true;
+      }
+    }
+  }
+  NotifyReady();
+  return absl::OkStatus();
+}
+
+void Stream::ChunkEnded(uint64_t chunk) {
+  std::vector<StreamSlot*> waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    chunks_->EndLocked(chunk);
+    for (auto& [seq, slot] : slots_) {
+      if (slot->origin != StreamSlot::Origin::kChunk || slot->chunk != chunk) {
+        continue;
+      }
+      slot->origin = StreamSlot::Origin::kTasks;
+      ++building_tasks_;
+      waiting.push_back(slot.get());
+    }
+  }
+  // The chunk writes nothing after this call, so these are built once.
+  StartOnTasks(waiting);
+  counts_->Add(Count::kRemoteRebuilt, static_cast<int64_t>(waiting.size()));
+}
+
 StreamStats Stream::stats() const {
   StreamStats s;
   s.counts = counts_->Read();
   absl::MutexLock lock(&mu_);
-  s.sharing = run_ != nullptr;
-  for (const auto& [seq, batch] : building_) {
-    (batch->done ? s.queued : s.building) += 1;
+  s.sharing = run_.has_value();
+  for (const auto& [seq, slot] : slots_) {
+    (slot->done ? s.queued : s.building) += 1;
   }
   return s;
 }

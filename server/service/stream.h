@@ -1,62 +1,56 @@
-// Stream: builds the batches of one client stream, in order, on the shared
-// worker pool. Of its transport it knows only what StreamSpec says: the
-// name (for metrics), whether the client holds batches (a wider window),
-// whether the images are formatted on delivery (`raw`), and how batches
-// that travel in messages are encoded (`compression`: the stream
-// zstd-encodes them itself).
+// Stream: one client stream's batches, as an ordered window over the
+// sources that fill them. Of its transport it knows only what StreamSpec
+// says (the name for metrics, whether the client holds batches, whether
+// images go out unformatted) and, where batch bytes travel in messages, the
+// delivery's BatchEncoder (batch_encoder.h), which it runs on the worker
+// that finished a batch.
 //
-// The flow control is the stream session's (stream_session.h), which the
-// RPC reactor drives: it takes an empty buffer from the transport's
-// delivery and hands it to the stream with Fill() whenever the window has
-// room for one more batch in flight, and takes finished batches, strictly
-// in (epoch, step) order, with TakeReady(). Each sample of a batch is one pool task that reads its record,
-// runs the pipeline with a generator seeded by (seed, epoch, sample id), and
-// writes its outputs straight to its place in the buffer. The worker that
-// writes a batch's last sample finishes it (FinishBatch), then runs the
-// pipeline's batch op (mixup, cutmix) with a generator seeded by (seed,
-// epoch, step, rank). So a batch depends only on the request and its
-// position, never on worker count or timing.
+// The window. Its StreamSession (stream_session.h), driven by the
+// transport's adapter, hands it an empty buffer with Fill() whenever the
+// session's window has room, and takes finished batches with TakeReady(),
+// strictly in (epoch, step) order. Each Fill starts the next position: a
+// StreamSlot (stream_slot.h) keyed by its sequence number, whose bytes come
+// from exactly one source at a time:
+//   - TaskSource (task_source.h): the stream's own tasks on the worker pool;
+//     the default, and the fallback of the other two;
+//   - RunSource (run_source.h): a SharedRun the stream joined (share: true),
+//     which builds each batch once and lends it (Deliver); if the run
+//     detaches the stream for lagging, the stream builds the batches it
+//     still waits for, and all later ones, on its tasks;
+//   - ChunkSource (chunk_source.h): chunks of consecutive positions that a
+//     ChunkPlacer placed on helper daemons, filled by the helper's copies
+//     (TakeRemote); when a chunk ends early (ChunkEnded), the stream builds
+//     what it did not deliver. A stream on a shared run, and a stream a node
+//     opened on this daemon as its helper (job id "helper:..."), place none.
+// Where the stream is in its plan is one cursor (NextPositionLocked): the
+// sampler and the next (epoch, step). Every position it will start is read
+// from there, in order.
 //
-// A sample that cannot be read or decoded is left out of its batch and
-// listed in the batch's skipped ids (OnCorrupt::kSkip), or ends the stream
-// with its DataLoss status after the batches before it (OnCorrupt::kFail).
-// A sample on a damaged shard (dataset::IsShardDamage) ends the stream
-// under either setting.
+// What it owns: the window (slots, cursor, status), its TaskSource and
+// ChunkSource, the link to its run, and the counting of what it hands out
+// (Count::kSamples, kBatches, ... into its label set's counters). The
+// placer's ack window (the stall share of the last second) is the
+// ChunkSource's, fed by RecordAck. A sample that cannot be used is skipped
+// or ends the stream (TaskSource says how); a stream that failed hands out
+// the batches before the failure, then nothing.
 //
-// A stream that joined a SharedRun (share: true) starts no tasks of its own:
-// it asks the run for each batch, and the run lends it the batch it built
-// (Deliver): the ReadyBatch's buffer is a LentBatchBuffer that reads the
-// run's buffer in place and holds the stream's own, unused. The last
-// batches of a stream, which its client may still hold after the stream
-// ends, are copied into its own buffers instead, so that nothing the run
-// reuses is read after the end. If the run detaches the stream for lagging,
-// it builds the batches it still waits for, and all later ones, itself.
-//
-// With a ChunkPlacer (remote_source.h; the code is in stream_remote.cc),
-// the stream may have a helper build a chunk of consecutive batches: at
-// each chunk boundary Fill asks the placer, and the batches of a chunk it
-// placed are filled by the helper's copies (TakeRemote) instead of tasks.
-// When a chunk ends early, the stream builds what it did not deliver
-// (ChunkEnded). A stream on a shared run, and a stream a node opened on
-// this daemon as its helper (job id "helper:..."), place nothing.
-//
-// Thread-safe. The ready callback runs on a worker thread whenever a batch
-// finishes or the stream fails; it must not block. After Cancel() returns,
-// the callback never runs again. Tasks hold a shared_ptr to the stream, so it
-// lives until the last of them has run.
+// Thread-safe. One lock (mu_) guards the window and the sources' mutable
+// state; it is never held while calling into the pool, the run, the placer
+// (except Place, which must not call back) or the callback. The ready
+// callback runs on a worker thread whenever a batch finishes or the stream
+// fails; it must not block. After Cancel() returns, the callback never runs
+// again. Tasks hold a shared_ptr to the stream, so it lives until the last
+// of them has run.
 #ifndef STOKER_SERVER_SERVICE_STREAM_H_
 #define STOKER_SERVER_SERVICE_STREAM_H_
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -68,11 +62,16 @@
 #include "server/pipeline/worker_pool.h"
 #include "server/service/admission.h"
 #include "server/service/batch.h"
+#include "server/service/batch_encoder.h"
 #include "server/service/catalog.h"
+#include "server/service/chunk_source.h"
 #include "server/service/counters.h"
 #include "server/service/remote_source.h"
+#include "server/service/run_source.h"
 #include "server/service/stream_session.h"
+#include "server/service/stream_slot.h"
 #include "server/service/stream_spec.h"
+#include "server/service/task_source.h"
 
 namespace stoker::service {
 
@@ -88,6 +87,7 @@ struct StreamStats {
 
 class Stream : public BatchSource,
                public ChunkSink,
+               public SlotOwner,
                public std::enable_shared_from_this<Stream> {
  public:
   struct Options {
@@ -118,7 +118,7 @@ class Stream : public BatchSource,
   };
 
   explicit Stream(Options options);
-  ~Stream();
+  ~Stream() override;
 
   const StreamSpec& spec() const { return spec_; }
   const BatchLayout& layout() const { return layout_; }
@@ -127,6 +127,9 @@ class Stream : public BatchSource,
   uint64_t num_samples() const { return dataset_->num_samples(); }
 
   void SetReadyCallback(std::function<void()> callback);
+  // The delivery's wire encoding of the batches this stream builds itself;
+  // null: none. REQUIRES: before the first Fill().
+  void SetEncoder(std::shared_ptr<const BatchEncoder> encoder);
 
   // Starts the next batch in `buffer` (capacity >= layout().Capacity()).
   // Returns false, dropping the buffer, when no batch is left to start or
@@ -186,11 +189,13 @@ class Stream : public BatchSource,
                           TakeReport* report) override;
   void ChunkEnded(uint64_t chunk) override;
 
+  // SlotOwner, for its TaskSource.
+  bool cancelled() const override { return cancelled_; }
+  void TasksDone(StreamSlot* slot) override;
+
   StreamStats stats() const;
 
  private:
-  struct Building;
-
   // Batches a stream builds at once on its own tasks, at least: the one
   // being finished and the next, so that workers never wait between two.
   // More while they hold fewer than kBuildAheadPerWorker samples for each
@@ -198,61 +203,42 @@ class Stream : public BatchSource,
   static constexpr uint32_t kBuildAhead = 2;
   static constexpr uint32_t kBuildAheadPerWorker = 2;
 
+  // The cursor: sets `slot`'s position and samples to the next ones of the
+  // plan and moves on. The one place the stream reads its plan.
+  void NextPositionLocked(StreamSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether enough batches are building on tasks for `workers` active
   // workers (see HasMore).
   bool BuildingEnoughLocked(int workers) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SubmitSamples(Building* batch);
-  void RunSample(Building* batch, uint32_t index);
-  void FinishSample(Building* batch);
+  bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands `slots`, just given to the tasks (building_tasks_ counts them),
+  // to the TaskSource.
+  void StartOnTasks(const std::vector<StreamSlot*>& slots);
+  // Sets decoded_bytes, and runs the encoder on slot->delivered.
+  void Encode(StreamSlot* slot);
   void NotifyReady();
   // Counts a batch handed to the transport.
   void CountDelivered(const ReadyBatch& ready);
-  // On the worker that wrote the batch's last sample: decides which samples
-  // are kept (or the error that ends the stream) and runs FinishBatch.
-  void FinishBatchOf(Building* batch);
-  // Runs the pipeline's batch op on `ready`, collated in batch->buffer;
-  // sets batch->run_error when it fails.
-  void RunBatchOp(Building* batch, const ReadyBatch& ready);
-  // Encodes batch->delivered in place as spec_.compression asks: always
-  // (kZstd), or when an earlier finished batch still waits to be taken,
-  // i.e. sending has fallen behind building (kAuto).
-  void Encode(Building* batch);
-  // Fills in how much `request`'s stream needs help: the stall share of
-  // the last second of acks, and whether its window has no finished batch.
-  void NeedLocked(ChunkRequest* request) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool AtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes `batch`, at linear position `pos`, part of a helper's chunk when
-  // it falls in the open one or starts a new one the placer places.
-  void PlaceLocked(Building* batch, uint64_t pos)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const StreamSpec spec_;
   const std::shared_ptr<const Catalog> catalog_;
   const dataset::Dataset* const dataset_;
-  const std::shared_ptr<const pipeline::BoundPipeline> pipeline_;
   const BatchLayout layout_;
-  pipeline::WorkerPool* const pool_;
-  const std::shared_ptr<PoolGroup> group_;
-  const OnCorrupt on_corrupt_;
   const uint64_t steps_per_epoch_;
   const uint64_t samples_per_epoch_;
-  const uint64_t end_;  // EndPosition(spec_, steps_per_epoch_).
+  const uint64_t end_;    // EndPosition(spec_, steps_per_epoch_).
   const uint64_t start_;  // Linear position of the first batch.
-  ChunkPlacer* const placer_;  // Null when this stream places nothing.
   int64_t (*const now_ns_)();
-  // Set when placer_ is; empty when the records cannot prove it, which no
-  // helper matches.
-  const std::string content_digest_;
-  // What a helper's uint8 rendering of this stream's batches looks like;
-  // set when placer_ is and the pipeline can finish one.
-  const std::optional<BatchLayout> rendered_layout_;
-
   const std::shared_ptr<StreamCounters> counters_;
   // This stream's counts: part of counters_' label set, or of none.
   const std::shared_ptr<Counts> counts_;
+  const TaskSource tasks_;
+  // Engaged when the stream may place chunks; its state is guarded by mu_.
+  std::optional<ChunkSource> chunks_;
+
+  // Set once before the first Fill, read by the workers after it.
+  std::shared_ptr<const BatchEncoder> encoder_;
 
   std::atomic<bool> cancelled_{false};
 
@@ -266,23 +252,11 @@ class Stream : public BatchSource,
   uint64_t next_step_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t deliver_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  std::shared_ptr<SharedRun> run_ ABSL_GUARDED_BY(mu_);
-  uint64_t lend_before_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<uint64_t, std::unique_ptr<Building>> building_ ABSL_GUARDED_BY(mu_);
-  // Batches whose samples were submitted as tasks and are not all done.
+  // The window: every slot started and not yet taken, by sequence number.
+  std::map<uint64_t, std::unique_ptr<StreamSlot>> slots_ ABSL_GUARDED_BY(mu_);
+  // Slots whose samples were handed to the tasks and are not all done.
   uint32_t building_tasks_ ABSL_GUARDED_BY(mu_) = 0;
-  // Open chunks by their first position; [chunk_begin_, chunk_end_) is the
-  // newest chunk claimed (possibly ended since).
-  std::map<uint64_t, std::shared_ptr<RemoteChunk>> chunks_
-      ABSL_GUARDED_BY(mu_);
-  uint64_t chunk_begin_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t chunk_end_ ABSL_GUARDED_BY(mu_) = 0;
-  // The acks of the last second, for the placer: (steady ns, wait, busy).
-  struct AckFigures {
-    int64_t at_ns;
-    double wait_seconds, busy_seconds;
-  };
-  std::deque<AckFigures> recent_acks_ ABSL_GUARDED_BY(mu_);
+  std::optional<RunSource> run_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 

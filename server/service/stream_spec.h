@@ -18,8 +18,6 @@
 #include <string>
 #include <string_view>
 
-#include "server/service/batch.h"
-
 namespace stoker::service {
 
 enum class OnCorrupt { kSkip, kFail };
@@ -54,10 +52,8 @@ struct StreamSpec {
   // a node's helper stream, or a stream whose transport formats the images
   // itself (Transport::formats_on_delivery).
   bool raw = false;
-  // How the batches the stream builds itself are encoded for a transport
-  // that sends them in its messages (kNone for the others). A shared run's
-  // batches go as they are.
-  Compression compression = Compression::kNone;
+  // The wire encoding a request asks for (OpenStream.compression) is not
+  // here: it is its delivery's (BatchEncoder, batch_encoder.h).
 };
 
 // The linear position (epoch * steps_per_epoch + step) a stream stops

@@ -8,7 +8,8 @@
 //   - where the stream's batch buffers come from (Delivery::Take), and when
 //     a stream whose batches are all sent may end (Delivery::MayEnd);
 //   - how a ready batch is handed over (Delivery::HandOver): a message that
-//     describes it, plus the batch bytes when they travel in that message;
+//     describes it, plus the batch bytes when they travel in that message,
+//     encoded as the request asked (Delivery::encoder);
 //   - what the client must know to read batches (Delivery::DescribeIn);
 //   - whether batches go on a channel of its own instead of the call
 //     (Delivery::side_channel);
@@ -38,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/service/batch.h"
+#include "server/service/batch_encoder.h"
 #include "server/service/stream_service.h"
 #include "server/service/stream_session.h"
 #include "stoker/v1/stoker.pb.h"
@@ -93,6 +95,13 @@ class Delivery : public service::BufferSlots {
   virtual void ClearReturnHook() = 0;
   // Where batches go instead of the call, or null. Owned by the delivery.
   virtual SideChannel* side_channel() { return nullptr; }
+  // How the batches the stream builds itself are encoded on the wire, run
+  // by the stream on its workers (service/batch_encoder.h); null: as they
+  // are. Only a transport whose messages carry the batch bytes (grpc) has
+  // one: a request's OpenStream.compression means nothing to the others.
+  virtual std::shared_ptr<const service::BatchEncoder> encoder() const {
+    return nullptr;
+  }
 };
 
 // What a transport gets to set up one stream.
@@ -123,9 +132,6 @@ class Transport {
   // Whether the client keeps batches in the transport's memory after
   // reading them, until it releases them (StreamSession::Window).
   virtual bool client_holds() const = 0;
-  // Whether batch bytes travel in the messages (Handover::payload), where
-  // a request may ask for them compressed (OpenStream.compression).
-  virtual bool sends_payload() const { return false; }
   // Whether the stream's pipeline stops before its format stage (the uint8
   // HWC rendering, BindMode::kRendered) and the transport formats the
   // images as it delivers them (OpenedStream::formatted says how).

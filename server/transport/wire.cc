@@ -29,16 +29,6 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
   spec.share = open.share();
   spec.ra_reps = open.ra_reps() == 0 ? 1 : open.ra_reps();  // 0: unset.
   spec.raw = open.raw();
-  switch (open.compression()) {
-    case v1::COMPRESSION_ZSTD:
-      spec.compression = service::Compression::kZstd;
-      break;
-    case v1::COMPRESSION_AUTO:
-      spec.compression = service::Compression::kAuto;
-      break;
-    default:  // NONE, or a value newer than this daemon.
-      break;
-  }
   return spec;
 }
 

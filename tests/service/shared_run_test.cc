@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "server/pipeline/worker_pool.h"
 #include "server/service/admission.h"
+#include "server/service/batch_encoder.h"
 #include "server/service/shared_runs.h"
 #include "server/service/stream.h"
 #include "tests/service/service_fixture.h"
@@ -50,10 +51,21 @@ class SharedRunTest : public ::testing::Test {
       std::make_shared<Admission>(&pool_, AdmissionLimits{});
 };
 
+// Encodes every batch it is given.
+class MarkingEncoder : public BatchEncoder {
+ public:
+  bool adaptive() const override { return false; }
+  void Encode(ReadyBatch* batch, uint8_t*, bool, Counts*) const override {
+    batch->compression = Compression::kZstd;
+  }
+};
+
 TEST_F(SharedRunTest, StreamsOfOnePlanShareOneRunAndGetTheSameBatches) {
   SharedRuns runs(&pool_, admission_.get(), /*lag_window=*/8, {});
   std::shared_ptr<Stream> a = Join(runs, fixture::TypedSpec("all", 4));
   std::shared_ptr<Stream> b = Join(runs, fixture::TypedSpec("all", 4));
+  // A lent batch goes as the run built it, whatever its delivery encodes.
+  a->SetEncoder(std::make_shared<MarkingEncoder>());
   EXPECT_EQ(runs.alive(), 1u);
   EXPECT_TRUE(a->stats().sharing);
   EXPECT_TRUE(b->stats().sharing);
@@ -75,6 +87,7 @@ TEST_F(SharedRunTest, StreamsOfOnePlanShareOneRunAndGetTheSameBatches) {
     EXPECT_EQ(da.batches[i].sample_ids, db.batches[i].sample_ids);
     EXPECT_EQ(fixture::Labels(da.batches[i]), fixture::Labels(db.batches[i]));
     EXPECT_TRUE(da.batches[i].shared);
+    EXPECT_EQ(da.batches[i].compression, Compression::kNone);
   }
   EXPECT_EQ(a->stats().counts[Count::kSharedBatches], 7);
   EXPECT_EQ(b->stats().counts[Count::kSharedBatches], 7);

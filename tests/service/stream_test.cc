@@ -10,7 +10,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/synchronization/mutex.h"
 #include "server/pipeline/worker_pool.h"
+#include "server/service/batch_encoder.h"
 #include "server/service/remote_source.h"
 #include "tests/service/service_fixture.h"
 #include "tests/testing/dataset_fixture.h"
@@ -76,6 +78,29 @@ RemoteBatch AsRemote(const ReadyBatch& b) {
   }
   return r;
 }
+
+// Marks what it encodes, and records whether sending was behind for each.
+class FakeEncoder : public BatchEncoder {
+ public:
+  explicit FakeEncoder(bool adaptive) : adaptive_(adaptive) {}
+  bool adaptive() const override { return adaptive_; }
+  void Encode(ReadyBatch* batch, uint8_t* data, bool behind,
+              Counts* counts) const override {
+    absl::MutexLock lock(&mu_);
+    behind_.push_back(behind);
+    batch->compression = Compression::kZstd;
+    counts->Add(Count::kCompressedBatches, 1);
+  }
+  std::vector<bool> behind() const {
+    absl::MutexLock lock(&mu_);
+    return behind_;
+  }
+
+ private:
+  const bool adaptive_;
+  mutable absl::Mutex mu_;
+  mutable std::vector<bool> behind_ ABSL_GUARDED_BY(mu_);
+};
 
 class StreamTest : public ::testing::Test {
  protected:
@@ -339,6 +364,39 @@ TEST_F(StreamTest, TakesAHelpersBatchInItsPlace) {
   }
   EXPECT_EQ(stream->stats().counts[Count::kRemoteBatches], 2);
   EXPECT_EQ(stream->stats().counts[Count::kRemoteRebuilt], 0);
+}
+
+// The wire encoding is the delivery's: the stream runs it on the worker
+// that finished each batch it built, with the decoded size kept.
+TEST_F(StreamTest, RunsItsDeliverysEncoderOnEveryBatchItBuilds) {
+  std::shared_ptr<Stream> stream = Make(fixture::TypedSpec("all", 4));
+  auto encoder = std::make_shared<FakeEncoder>(/*adaptive=*/false);
+  stream->SetEncoder(encoder);
+  fixture::Drained d = fixture::Drain(*stream, 3);
+  ASSERT_TRUE(d.status.ok()) << d.status;
+  ASSERT_EQ(d.batches.size(), 7u);
+  for (const ReadyBatch& b : d.batches) {
+    EXPECT_EQ(b.compression, Compression::kZstd);
+    EXPECT_EQ(b.decoded_bytes, b.bytes);
+  }
+  EXPECT_EQ(encoder->behind().size(), 7u);
+  EXPECT_EQ(stream->stats().counts[Count::kCompressedBatches], 7);
+}
+
+// An adaptive encoding hears whether an earlier finished batch still waits
+// to be taken: sending has fallen behind building.
+TEST_F(StreamTest, TellsAnAdaptiveEncoderWhenSendingIsBehind) {
+  pipeline::WorkerPool idle(1);  // One worker: batch 0 finishes first.
+  std::shared_ptr<Stream> stream =
+      Make(fixture::TypedSpec("all", 4), OnCorrupt::kSkip, nullptr, &idle);
+  auto encoder = std::make_shared<FakeEncoder>(/*adaptive=*/true);
+  stream->SetEncoder(encoder);
+  const size_t bytes = stream->layout().Capacity();
+  ASSERT_TRUE(stream->Fill(std::make_unique<HeapBatchBuffer>(bytes)));
+  ASSERT_TRUE(stream->Fill(std::make_unique<HeapBatchBuffer>(bytes)));
+  idle.Start();
+  idle.Stop();
+  EXPECT_EQ(encoder->behind(), (std::vector<bool>{false, true}));
 }
 
 // The placer asks how much the consumer stalled over the last second of

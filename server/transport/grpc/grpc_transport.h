@@ -1,7 +1,8 @@
 // The grpc transport: batch bytes travel in the StreamResponse on the call,
 // as a zero-copy payload (of the stream's heap buffer, or of the shared
 // run's buffer that lent it the batch), compressed where the request asked
-// (the stream encodes it in place: service::Compression). Works for any
+// (ZstdEncoder, which the stream runs in place on the worker that finished
+// the batch; a shared run's lent batches go as they are). Works for any
 // client, local or remote.
 #ifndef STOKER_SERVER_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 #define STOKER_SERVER_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
@@ -14,10 +15,26 @@
 
 namespace stoker::transport {
 
+// The wire encoding a request asked for (OpenStream.compression): zstd,
+// level 1, in place, of every batch (ZSTD) or only while sending has
+// fallen behind building (AUTO). Counted into the stream's counts.
+class ZstdEncoder : public service::BatchEncoder {
+ public:
+  explicit ZstdEncoder(bool adaptive) : adaptive_(adaptive) {}
+  bool adaptive() const override { return adaptive_; }
+  void Encode(service::ReadyBatch* batch, uint8_t* data, bool behind,
+              service::Counts* counts) const override;
+
+ private:
+  const bool adaptive_;
+};
+
 class GrpcDelivery : public Delivery {
  public:
-  explicit GrpcDelivery(std::shared_ptr<BufferPool> pool)
-      : pool_(std::move(pool)) {}
+  // `encoder`: null for a request that asked for no compression.
+  GrpcDelivery(std::shared_ptr<BufferPool> pool,
+               std::shared_ptr<const service::BatchEncoder> encoder)
+      : pool_(std::move(pool)), encoder_(std::move(encoder)) {}
   std::unique_ptr<service::BatchBuffer> Take() override {
     return pool_->Take();
   }
@@ -31,16 +48,19 @@ class GrpcDelivery : public Delivery {
     pool_->SetReturnHook(std::move(hook));
   }
   void ClearReturnHook() override { pool_->ClearReturnHook(); }
+  std::shared_ptr<const service::BatchEncoder> encoder() const override {
+    return encoder_;
+  }
 
  private:
   const std::shared_ptr<BufferPool> pool_;
+  const std::shared_ptr<const service::BatchEncoder> encoder_;
 };
 
 class GrpcTransport : public Transport {
  public:
   absl::Status Available() const override { return absl::OkStatus(); }
   bool client_holds() const override { return false; }
-  bool sends_payload() const override { return true; }
   absl::StatusOr<std::shared_ptr<Delivery>> Open(
       const OpenContext& context) override;
 };
