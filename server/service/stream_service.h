@@ -92,7 +92,7 @@ struct OpenedStream {
 };
 
 // An open that passed every check of its request and waits for admission
-// (Prepare, then TryAdmit until granted, then Complete). Move-only.
+// (Prepare, then TryAdmit until granted, then Complete, which consumes it).
 struct PendingOpen {
   OpenPlan plan;
   // How long admission may wait: the caller's deadline, and at most

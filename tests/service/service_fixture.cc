@@ -93,11 +93,15 @@ std::vector<int64_t> Labels(const ReadyBatch& batch) {
 }
 
 Drained Drain(Stream& stream, uint32_t window, size_t max_batches) {
+  // A CondVar rather than Mutex::Await: under TSan (tests/tsan/), Await's
+  // condition runs where the sanitizer cannot see the lock held.
   absl::Mutex mu;
+  absl::CondVar moved;
   uint64_t signals = 0;
   stream.SetReadyCallback([&] {
     absl::MutexLock lock(&mu);
     ++signals;
+    moved.SignalAll();
   });
   Drained out;
   // Batches started and not yet taken, those started before included.
@@ -128,8 +132,11 @@ Drained Drain(Stream& stream, uint32_t window, size_t max_batches) {
     }
     if (progressed) continue;
     absl::MutexLock lock(&mu);
-    auto moved = [&] { return signals != seen; };
-    if (!mu.AwaitWithDeadline(absl::Condition(&moved), deadline)) {
+    bool timed_out = false;
+    while (signals == seen && !timed_out) {
+      timed_out = moved.WaitWithDeadline(&mu, deadline);
+    }
+    if (signals == seen) {
       const StreamStats st = stream.stats();
       out.status = absl::DeadlineExceededError(absl::StrCat(
           "the stream stalled after ", out.batches.size(), " batches, ",
