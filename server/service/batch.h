@@ -177,12 +177,12 @@ struct BatchTensor {
   size_t length = 0;
 };
 
-// How a batch's bytes travel where the transport sends them in its
-// message (OpenStream.compression; proto/payload_codec.h).
+// How a ready batch's bytes are encoded where its transport sends them in
+// its message: as built, or zstd (proto/payload_codec.h) by the delivery's
+// BatchEncoder (batch_encoder.h), as OpenStream.compression asked.
 enum class Compression {
   kNone,
   kZstd,
-  kAuto,  // In a request: compress when sending falls behind building.
 };
 
 // A finished batch, ready for its transport.

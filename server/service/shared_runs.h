@@ -6,9 +6,9 @@
 // against the memory budget, makes them (the transport's run memory, or
 // heap), and builds the run's producer from the stream's own options.
 //
-// Thread-safe: one lock, held while a run is looked up or started; it
-// calls into SharedRun::Attach and Admission::Reserve under it, neither of
-// which calls back.
+// Thread-safe: one lock, held while a run is looked up or started; under it
+// go SharedRun::Attach, Admission::Reserve, the run memory's factory and
+// Stream::AttachRun, none of which calls back into the registry.
 #ifndef STOKER_SERVER_SERVICE_SHARED_RUNS_H_
 #define STOKER_SERVER_SERVICE_SHARED_RUNS_H_
 

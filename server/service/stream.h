@@ -35,8 +35,9 @@
 // the batches before the failure, then nothing.
 //
 // Thread-safe. One lock (mu_) guards the window and the sources' mutable
-// state; it is never held while calling into the pool, the run, the placer
-// (except Place, which must not call back) or the callback. The ready
+// state; it is never held while calling into the pool, the run or the
+// callback, and is held around the placer's chunk_steps and Place, which
+// must not call back into the stream. The ready
 // callback runs on a worker thread whenever a batch finishes or the stream
 // fails; it must not block. After Cancel() returns, the callback never runs
 // again. Tasks hold a shared_ptr to the stream, so it lives until the last

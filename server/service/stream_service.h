@@ -1,7 +1,8 @@
 // StreamService: admits, opens and tracks the daemon's streams. It takes
 // StreamSpecs and returns streams and Status, and includes nothing of a
 // transport: what a transport decides reaches it as plain values in the
-// spec (client_holds, raw, compression) and in ServiceOptions::run_memory.
+// spec (client_holds, raw) and in ServiceOptions::run_memory. (The wire
+// encoding a request asks for is its delivery's: Stream::SetEncoder.)
 //
 // An open is three steps, which the Opener (opener.h) runs without a
 // thread per waiting open, and Open() runs on the caller's thread:
