@@ -206,7 +206,7 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   }
   if (!options.listen.unix_path.empty()) {
     absl::Status s =
-        transport::UnixAcceptor::CheckFolder(options.listen.unix_path);
+        rpc::UnixAcceptor::CheckFolder(options.listen.unix_path);
     if (!s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat(options.source, ": ", s.message()));
@@ -283,7 +283,7 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
         &server->tuned_prefetch_, absl::Milliseconds(500));
   }
   server->opener_ = std::make_unique<service::Opener>(server->service_.get());
-  server->grpc_service_ = std::make_unique<transport::GrpcService>(
+  server->grpc_service_ = std::make_unique<rpc::GrpcService>(
       server->service_.get(), server->opener_.get(), server->transports_.get());
   server->service_->SetObserver(&server->stream_log_);
   StokerServer* const self = server.get();
@@ -336,7 +336,7 @@ absl::Status StokerServer::Start() {
   if (!listen.unix_path.empty()) {
     // Accepted here, not by gRPC, so that each stream knows its peer's uid.
     if (absl::Status s = ClearStaleSocket(listen.unix_path); !s.ok()) return s;
-    auto acceptor = transport::UnixAcceptor::Bind(listen.unix_path);
+    auto acceptor = rpc::UnixAcceptor::Bind(listen.unix_path);
     if (!acceptor.ok()) return acceptor.status();
     unix_acceptor_ = *std::move(acceptor);
     grpc_service_->SetUnixAcceptor(unix_acceptor_.get());

@@ -99,8 +99,8 @@ class StokerServer {
   std::unique_ptr<service::AutotuneThread> autotune_;
   // Every registered transport (transport.h), one of each.
   std::unique_ptr<transport::Transports> transports_;
-  std::unique_ptr<transport::GrpcService> grpc_service_;
-  std::unique_ptr<transport::UnixAcceptor> unix_acceptor_;
+  std::unique_ptr<rpc::GrpcService> grpc_service_;
+  std::unique_ptr<rpc::UnixAcceptor> unix_acceptor_;
   std::unique_ptr<grpc::Server> server_;
   // Plaintext, or TLS from listen.tls_*; the PEM files are read in Create().
   std::shared_ptr<grpc::ServerCredentials> tcp_credentials_;

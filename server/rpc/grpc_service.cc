@@ -4,7 +4,7 @@
 #include "server/rpc/stats_convert.h"
 #include "server/rpc/stream_reactor.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 grpc::ServerUnaryReactor* GrpcService::ListDatasets(
     grpc::CallbackServerContext* context, const v1::ListDatasetsRequest*,
@@ -40,7 +40,7 @@ grpc::ServerUnaryReactor* GrpcService::ListPipelines(
     info->set_name(name);
     for (const std::string& op : p->op_names()) info->add_ops(op);
     for (const tensor::TensorSpec& t : catalog->OutputsOf(*p)) {
-      ToProto(t, info->add_outputs());
+      transport::ToProto(t, info->add_outputs());
     }
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -68,4 +68,4 @@ grpc::ServerUnaryReactor* GrpcService::GetStats(
   return reactor;
 }
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc

@@ -1,6 +1,6 @@
 #include "server/rpc/stats_convert.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 namespace {
 
 // The counts map, and the fields older clients read.
@@ -130,4 +130,4 @@ void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out) {
   }
 }
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc
