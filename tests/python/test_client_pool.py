@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import Daemon, write_config
-from stoker._pool import ALIGN, OutputPool
+from stoker._pool import ALIGN, IDLE_TAKES, OutputPool
 
 torch = pytest.importorskip("torch")
 from stoker.torch import Loader  # noqa: E402
@@ -87,6 +87,19 @@ def test_the_pool_keeps_at_most_keep_blocks():
     del kept
     assert pool.free_blocks == 3
     assert pool.free_bytes >= 3 * (4 * 3 * 8 * 8 * 4 + 4 * 8)
+
+
+def test_blocks_left_unused_for_a_while_are_freed():
+    pool = OutputPool(keep=3)
+    kept = [pool.arrays(LAYOUT) for _ in range(3)]  # Held for a while.
+    del kept
+    assert pool.free_blocks == 3
+    # Then one batch at a time: one block goes round, two lie unused.
+    blocks = set()
+    for _ in range(IDLE_TAKES + 1):
+        blocks.add(address(pool.arrays(LAYOUT)))
+    assert pool.free_blocks == 1 and len(blocks) == 1
+    assert pool.allocated == 3  # Nothing new was needed meanwhile.
 
 
 def test_clear_frees_the_pool_and_blocks_in_use_are_not_kept():

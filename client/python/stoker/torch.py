@@ -80,7 +80,8 @@ trainer that drops each batch, as a training loop does, so cycles through
 two blocks, already in memory, instead of faulting in a fresh one a batch
 (9,400 page faults for 38.5 MB). The pool keeps at most ``hold + 2`` free
 blocks; a trainer that keeps more batches gets fresh memory for them, and
-once it lets them go the blocks beyond that are freed. ``close()`` frees
+once it lets them go the blocks beyond that are freed, and so is a free
+block left unused while 16 batches were copied. ``close()`` frees
 the pool's blocks. With ``zero_copy=True`` the CPU tensors are views of the slot instead (no
 copy): they are read-only (writing to them in place crashes the process:
 the mapping is read-only) and valid only until the Loader yields the next
