@@ -225,6 +225,28 @@ def test_a_loader_that_drops_each_batch_uses_two_blocks(client_daemon):
     ld.close()
 
 
+def test_a_copying_loader_asks_for_a_ring_without_hold_slots(client_daemon):
+    # The copying Loader releases each slot as soon as it has copied it, so
+    # its ring needs prefetch slots only; a zero-copy one keeps the batch it
+    # works on in its slot: prefetch + hold.
+    for zero_copy, slots in ((False, 2), (True, 4)):
+        ld = loader(client_daemon, epochs=1, prefetch=2, hold=2,
+                    zero_copy=zero_copy)
+        assert len(list(batches(ld, 3))) == 3
+        assert ld.stream.ring_slots == slots, zero_copy
+        ld.close()
+
+
+def test_a_copying_loader_reads_on_through_a_ring_of_one_slot(client_daemon):
+    # prefetch 1: one slot, which the daemon can fill again only once the
+    # ack of the batch copied out of it has gone (no ack is kept back).
+    ld = loader(client_daemon, epochs=2, prefetch=1)
+    seen = [(b.epoch, b.step) for b in batches(ld, 12)]
+    assert ld.stream.ring_slots == 1
+    assert seen == sorted(set(seen)) and len(seen) == 12
+    ld.close()
+
+
 def test_zero_copy_and_grpc_leave_the_pool_alone(client_daemon):
     for kwargs in (dict(zero_copy=True), dict(transport="grpc")):
         ld = loader(client_daemon, epochs=1, **kwargs)

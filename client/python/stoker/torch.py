@@ -357,7 +357,8 @@ class Loader:
                                   transport=self._transport,
                                   start=self._position,
                                   reconnect_timeout=self._reconnect_timeout,
-                                  cuda_device=self._cuda_device())
+                                  cuda_device=self._cuda_device(),
+                                  copy_out=self._copies())
             self._say_transport(self._stream)
             if self._num_samples is None:
                 self._num_samples = self._stream.info.num_samples
@@ -376,6 +377,11 @@ class Loader:
                     f"{steps}; using the daemon's", RuntimeWarning)
                 self._steps = header_steps
         return self._stream
+
+    def _copies(self) -> bool:
+        """Whether batches from an shm slot are copied out of it (into the
+        output pool) and the slot released at once."""
+        return not self._zero_copy and self._device.type == "cpu"
 
     def _cuda_device(self) -> Optional[int]:
         return self._device.index if self._device.type == "cuda" else None
