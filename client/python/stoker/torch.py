@@ -82,7 +82,8 @@ two blocks, already in memory, instead of faulting in a fresh one a batch
 blocks; a trainer that keeps more batches gets fresh memory for them, and
 once it lets them go the blocks beyond that are freed, and so is a free
 block left unused while 16 batches were copied. ``close()`` frees
-the pool's blocks. With ``zero_copy=True`` the CPU tensors are views of the slot instead (no
+the pool's blocks. Such a Loader keeps no batch in the ring, so its stream
+asks for one without hold slots (Stream's copy_out): ``prefetch`` slots. With ``zero_copy=True`` the CPU tensors are views of the slot instead (no
 copy): they are read-only (writing to them in place crashes the process:
 the mapping is read-only) and valid only until the Loader yields the next
 batch or the loop ends, when the slot goes back to the daemon; ``.clone()``
