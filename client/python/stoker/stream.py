@@ -75,9 +75,8 @@ class Stream:
     and releases it before it asks for the next (stoker.torch.Loader
     without zero_copy): the daemon then makes the ring ``prefetch`` slots,
     without the ``hold`` ones, and each ack goes out as the batch is
-    released, not two to a message. The consumer
-    must not page-lock the ring, so it is for a stream without
-    ``cuda_device``.
+    released, not two to a message. The consumer must not page-lock the
+    ring, so it is for a stream without ``cuda_device``.
 
     Iteration ends after the last batch of the last epoch (never with
     epochs=0) or after close(). A Stream is used by one thread at a time;
