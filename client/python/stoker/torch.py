@@ -145,7 +145,10 @@ class Loader:
     required.
     `epochs` is the number of epochs to serve (None or 0: no bound);
     `start` the first position. rank, world_size and job_id default to the
-    distributed context. `hold` is as for Client.stream;
+    distributed context. `hold` is as for Client.stream where the tensors
+    view the ring (zero_copy, cuda_ipc) or are copied from it to a GPU;
+    a Loader that copies batches out on the CPU keeps none in the ring,
+    and `hold` bounds its output pool instead (hold + 2 free blocks);
     `zero_copy` (shm on the CPU only) yields views of the shm slot, valid
     until the next batch, instead of copies (see the module comment).
     `device` is where the tensors go (None: the CPU); transport 'cuda_ipc'
