@@ -130,7 +130,9 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
   refs_.fetch_add(1);
   service::StreamSpec spec = transport::ToSpec(open);
   spec.transport = transport::Transports::Name(open.transport());
-  spec.client_holds = (*transport)->client_holds();
+  // A client that copies each batch out as it arrives keeps none in the
+  // transport's memory: its ring needs no slots for held batches.
+  spec.client_holds = (*transport)->client_holds() && !open.copy_out();
   if ((*transport)->formats_on_delivery()) spec.raw = true;
   if (!(*transport)->sends_payload()) {
     spec.compression = service::Compression::kNone;

@@ -302,9 +302,10 @@ class NoticeSocket(_message.Message):
     def __init__(self, path: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
 
 class OpenStream(_message.Message):
-    __slots__ = ["batch_size", "compression", "dataset", "drop_last", "end", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "notice_socket", "open_timeout", "pipeline", "prefetch", "ra_reps", "rank", "raw", "seed", "share", "start", "transport", "weight", "world_size"]
+    __slots__ = ["batch_size", "compression", "copy_out", "dataset", "drop_last", "end", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "notice_socket", "open_timeout", "pipeline", "prefetch", "ra_reps", "rank", "raw", "seed", "share", "start", "transport", "weight", "world_size"]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    COPY_OUT_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DROP_LAST_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +329,7 @@ class OpenStream(_message.Message):
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     compression: Compression
+    copy_out: bool
     dataset: str
     drop_last: bool
     end: Position
@@ -349,7 +351,7 @@ class OpenStream(_message.Message):
     transport: Transport
     weight: float
     world_size: int
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ..., notice_socket: bool = ..., end: _Optional[_Union[Position, _Mapping]] = ..., ra_reps: _Optional[int] = ..., raw: bool = ..., compression: _Optional[_Union[Compression, str]] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ..., notice_socket: bool = ..., end: _Optional[_Union[Position, _Mapping]] = ..., ra_reps: _Optional[int] = ..., raw: bool = ..., compression: _Optional[_Union[Compression, str]] = ..., copy_out: bool = ...) -> None: ...
 
 class PipelineInfo(_message.Message):
     __slots__ = ["name", "ops", "outputs"]
