@@ -22,10 +22,10 @@ absl::StatusOr<std::shared_ptr<const service::Catalog>> BuildCatalog(
     }
     auto ds = dataset::Dataset::Open(d.name, d.path);
     if (!ds.ok()) {
-      return absl::Status(ds.status().code(),
-                          absl::StrCat(options.source, ":", d.line,
-                                       ": dataset '", d.name, "' at ", d.path,
-                                       ": ", ds.status().message()));
+      return absl::Status(
+          ds.status().code(),
+          absl::StrCat(options.source, ":", d.line, ": dataset '", d.name,
+                       "' at ", d.path, ": ", ds.status().message()));
     }
     datasets[d.name] = *std::move(ds);
   }
@@ -35,10 +35,10 @@ absl::StatusOr<std::shared_ptr<const service::Catalog>> BuildCatalog(
         p.name, pipeline::PipelineConfig{p.ops, p.views},
         static_cast<int64_t>(options.limits.max_decode_pixels));
     if (!pipe.ok()) {
-      return absl::Status(pipe.status().code(),
-                          absl::StrCat(options.source, ":", p.line,
-                                       ": pipeline '", p.name,
-                                       "': ", pipe.status().message()));
+      return absl::Status(
+          pipe.status().code(),
+          absl::StrCat(options.source, ":", p.line, ": pipeline '", p.name,
+                       "': ", pipe.status().message()));
     }
     pipelines[p.name] = *std::move(pipe);
   }

@@ -31,12 +31,12 @@
 #include "server/metrics/stream_log.h"
 #include "server/pipeline/worker_pool.h"
 #include "server/remote/helper_pool.h"
+#include "server/rpc/grpc_service.h"
 #include "server/service/autotune_thread.h"
 #include "server/service/catalog.h"
 #include "server/service/opener.h"
-#include "server/staging/staged_datasets.h"
 #include "server/service/stream_service.h"
-#include "server/rpc/grpc_service.h"
+#include "server/staging/staged_datasets.h"
 #include "server/transport/transport.h"
 
 namespace stoker {

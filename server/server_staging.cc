@@ -53,8 +53,8 @@ absl::Status StokerServer::UpdateStaging(const config::ServerOptions& o) {
   if (s.ok()) return s;
   for (const config::DatasetOptions& d : o.datasets) {
     if (absl::StrContains(s.message(), absl::StrCat("'", d.name, "'"))) {
-      return absl::Status(s.code(), absl::StrCat(o.source, ":", d.line, ": ",
-                                                 s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat(o.source, ":", d.line, ": ", s.message()));
     }
   }
   return absl::Status(s.code(), absl::StrCat(o.source, ": ", s.message()));
@@ -65,8 +65,8 @@ absl::Status StokerServer::StagingLookup(const std::string& dataset) const {
   const staging::StagedDatasets::Lookup l = staged_->Find(dataset);
   if (!l.staged) return absl::OkStatus();
   if (l.failed) return l.error;
-  return service::StagingStatus(
-      dataset, l.servable ? "copied; opening it" : l.progress);
+  return service::StagingStatus(dataset,
+                                l.servable ? "copied; opening it" : l.progress);
 }
 
 void StokerServer::AddServable(const std::string& name,

@@ -314,9 +314,9 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     r.dataset = st.dataset();
     r.state = st.state();
     r.servable = st.servable();
-    r.percent = st.bytes_total() == 0
-                    ? 0
-                    : 100.0 * double(st.bytes_done()) / double(st.bytes_total());
+    r.percent = st.bytes_total() == 0 ? 0
+                                      : 100.0 * double(st.bytes_done()) /
+                                            double(st.bytes_total());
     if (it != old_staging.end()) {
       r.bytes_per_second =
           (double(st.bytes_fetched()) - double(it->second->bytes_fetched())) /

@@ -46,9 +46,9 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
       path = ReadString(e, path_key, "a directory", diag);
       path_mark = e.value_mark;
     } else if (e.key == "source") {
-      source = ReadString(e, absl::StrCat(key, ".source"),
-                          "s3://BUCKET/PREFIX, http(s)://HOST/PATH or a path",
-                          diag);
+      source =
+          ReadString(e, absl::StrCat(key, ".source"),
+                     "s3://BUCKET/PREFIX, http(s)://HOST/PATH or a path", diag);
       if (!source) return;
       // A local source is a folder or mount: relative to the config file.
       if (source->find("://") == std::string::npos) {
@@ -72,9 +72,8 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
   const fs::file_status status = fs::status(resolved, error);
   if (source.has_value() && status.type() == fs::file_type::not_found) {
     // Staged there: stokerd creates it.
-    datasets.push_back(DatasetOptions{name, resolved,
-                                      entry.key_node.Mark().line + 1,
-                                      *std::move(source)});
+    datasets.push_back(DatasetOptions{
+        name, resolved, entry.key_node.Mark().line + 1, *std::move(source)});
   } else if (status.type() == fs::file_type::not_found) {
     diag.Error(path_mark, absl::StrCat(path_key, ": ", shown,
                                        " does not exist; expected a dataset "
@@ -89,9 +88,8 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
                                        "dataset directory written by "
                                        "`stoker pack`"));
   } else {
-    datasets.push_back(DatasetOptions{name, resolved,
-                                      entry.key_node.Mark().line + 1,
-                                      source.value_or("")});
+    datasets.push_back(DatasetOptions{
+        name, resolved, entry.key_node.Mark().line + 1, source.value_or("")});
   }
 }
 

@@ -215,8 +215,10 @@ const std::vector<KeyDoc>& Keys() {
        "file's directory unless absolute; must exist when the config loads, "
        "unless the dataset has a `source`: then it is where stokerd stages "
        "the local copy (created if missing)."},
-      {"datasets.NAME.source", "`s3://BUCKET/PREFIX`, `http(s)://HOST/PATH` "
-       "or path", "none",
+      {"datasets.NAME.source",
+       "`s3://BUCKET/PREFIX`, `http(s)://HOST/PATH` "
+       "or path",
+       "none",
        "Where the pack is kept. stokerd copies it into `path` in the "
        "background (manifest, record indexes, then shards; checked, "
        "resumed after a kill), lists it as staging meanwhile, and serves "

@@ -15,8 +15,8 @@ namespace {
 void ReadS3(const MapEntry& entry, const std::filesystem::path& base_dir,
             StorageOptions* out, Diagnostics& diag) {
   if (!ExpectMap(entry, "storage.s3", "{region: us-east-1}", diag)) return;
-  for (const MapEntry& e : ReadMap(entry.value, "storage.s3",
-                                   AllowedKeys("storage.s3"), diag)) {
+  for (const MapEntry& e :
+       ReadMap(entry.value, "storage.s3", AllowedKeys("storage.s3"), diag)) {
     const std::string key = absl::StrCat("storage.s3.", e.key);
     if (e.key == "region") {
       if (auto v = ReadString(e, key, "a region like us-east-1", diag)) {

@@ -364,13 +364,11 @@ void AddStaging(const DaemonStats& stats, Families& f) {
        "1 once the dataset is in the catalog (streams may open on it).",
        MetricType::Gauge, [](const S& s) { return s.servable ? 1.0 : 0.0; }},
       {"stoker_stage_complete", "1 once the whole copy is published.",
-       MetricType::Gauge, [](const S& s) {
-         return s.state == S::State::kComplete ? 1.0 : 0.0;
-       }},
+       MetricType::Gauge,
+       [](const S& s) { return s.state == S::State::kComplete ? 1.0 : 0.0; }},
       {"stoker_stage_failed", "1 when the staging failed (see the log).",
-       MetricType::Gauge, [](const S& s) {
-         return s.state == S::State::kFailed ? 1.0 : 0.0;
-       }},
+       MetricType::Gauge,
+       [](const S& s) { return s.state == S::State::kFailed ? 1.0 : 0.0; }},
       {"stoker_stage_retries_total",
        "Requests to the source retried (5xx, 408, 429, cut or stalled).",
        MetricType::Counter, [](const S& s) { return double(s.retries); }},

@@ -27,7 +27,7 @@ struct StageStatus {
   std::string dataset;
   std::string source;  // As shown in messages: never a credential.
   std::string path;
-  bool servable = false;  // Handed to the catalog.
+  bool servable = false;     // Handed to the catalog.
   uint64_t num_samples = 0;  // From the manifest, once read.
   uint64_t bytes_total = 0;  // Of every shard and index.
   uint64_t bytes_done = 0;   // On local disk, checked or being written.
@@ -40,7 +40,7 @@ struct StageStatus {
   // Retried and final errors by HTTP status ("503", "403") or "transport"
   // for a failure without one.
   std::map<std::string, uint64_t> errors;
-  uint64_t remote_records = 0;  // Read by range from the source.
+  uint64_t remote_records = 0;                 // Read by range from the source.
   absl::Time started = absl::InfinitePast();   // Of this copy.
   absl::Time finished = absl::InfinitePast();  // Complete or failed.
   // Bytes per second of this copy so far; 0 before any byte.

@@ -39,7 +39,8 @@ storage::EnvLookup OverrideEnv(const StagingSettings& settings,
   return [s = settings, base = std::move(base)](
              const char* name) -> std::optional<std::string> {
     const auto is = [name](const char* n) { return std::strcmp(name, n) == 0; };
-    if (!s.s3_region.empty() && (is("AWS_REGION") || is("AWS_DEFAULT_REGION"))) {
+    if (!s.s3_region.empty() &&
+        (is("AWS_REGION") || is("AWS_DEFAULT_REGION"))) {
       return s.s3_region;
     }
     if (!s.s3_endpoint.empty() &&
@@ -54,8 +55,7 @@ storage::EnvLookup OverrideEnv(const StagingSettings& settings,
   };
 }
 
-StagedDatasets::StagedDatasets(StagingSettings settings,
-                               OnServable on_servable,
+StagedDatasets::StagedDatasets(StagingSettings settings, OnServable on_servable,
                                std::function<void(const std::string&)> on_evict,
                                std::function<bool(const std::string&)> in_use)
     : settings_(std::move(settings)),
@@ -233,8 +233,7 @@ void StagedDatasets::Servable(const std::string& name,
   if (on_servable_) on_servable_(name, std::move(ds));
 }
 
-absl::Status StagedDatasets::Reserve(const std::string& name,
-                                     uint64_t bytes) {
+absl::Status StagedDatasets::Reserve(const std::string& name, uint64_t bytes) {
   if (settings_.cache_limit == 0) return absl::OkStatus();
   std::vector<std::string> names;
   {
@@ -275,7 +274,8 @@ absl::Status StagedDatasets::Reserve(const std::string& name,
     if (held + bytes > limit) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the copy needs ", Mib(bytes), " more; storage.cache_limit is ",
-          Mib(limit), " and ", Mib(held), " of it is held by staged "
+          Mib(limit), " and ", Mib(held),
+          " of it is held by staged "
           "datasets that are in use or being staged (",
           kept.empty() ? "none" : absl::StrJoin(kept, ", "), ")"));
     }

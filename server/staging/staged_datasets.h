@@ -51,8 +51,7 @@ struct StagingSettings {
   storage::StoreOptions store;  // Its env is wrapped by the s3_* settings.
   // Tests inject these; empty: statvfs, CopyCompletePolicy.
   std::function<absl::StatusOr<uint64_t>(const std::string&)> free_bytes;
-  std::function<std::unique_ptr<ServePolicy>(const std::string& name)>
-      policy;
+  std::function<std::unique_ptr<ServePolicy>(const std::string& name)> policy;
 };
 
 // `base` with AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3,

@@ -53,9 +53,8 @@ absl::StatusOr<std::unique_ptr<Stager>> Stager::Create(Options options) {
   absl::StatusOr<storage::Location> location =
       storage::ParseLocation(options.source);
   if (!location.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset '", options.name, "': source: ",
-                     location.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", options.name, "': source: ", location.status().message()));
   }
   std::unique_ptr<ServePolicy> policy = std::move(options.policy);
   if (policy == nullptr) policy = std::make_unique<CopyCompletePolicy>();
@@ -72,10 +71,10 @@ absl::StatusOr<std::unique_ptr<Stager>> Stager::Create(Options options) {
   absl::StatusOr<std::unique_ptr<storage::Store>> opened =
       storage::OpenStore(*location, store);
   if (!opened.ok()) {
-    return absl::Status(opened.status().code(),
-                        absl::StrCat("dataset '", stager->options_.name,
-                                     "': source ", location->Display(), ": ",
-                                     opened.status().message()));
+    return absl::Status(
+        opened.status().code(),
+        absl::StrCat("dataset '", stager->options_.name, "': source ",
+                     location->Display(), ": ", opened.status().message()));
   }
   stager->store_ = *std::move(opened);
   stager->status_.source = stager->store_->Display();
@@ -112,8 +111,7 @@ StageStatus Stager::status() const {
 bool Stager::WaitServable(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   const auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return status_.servable ||
-           status_.state == StageStatus::State::kFailed ||
+    return status_.servable || status_.state == StageStatus::State::kFailed ||
            status_.state == StageStatus::State::kStopped;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
@@ -155,9 +153,9 @@ void Stager::Run() {
     } else {
       status_.state = StageStatus::State::kFailed;
       status_.error = absl::Status(
-          s.code(), absl::StrCat("staging dataset '", options_.name,
-                                 "' from ", store_->Display(), " into ",
-                                 options_.path, ": ", s.message()));
+          s.code(), absl::StrCat("staging dataset '", options_.name, "' from ",
+                                 store_->Display(), " into ", options_.path,
+                                 ": ", s.message()));
       ++status_.errors[ErrorClass(s)];
     }
     final = status_;
@@ -265,15 +263,16 @@ bool Stager::UseLocalCopy(const absl::Status& why) {
 
 absl::Status Stager::Reserve(uint64_t bytes) {
   if (bytes == 0) return absl::OkStatus();
-  absl::StatusOr<uint64_t> free =
-      options_.free_bytes ? options_.free_bytes(options_.path)
-                          : StatvfsFree(options_.path);
+  absl::StatusOr<uint64_t> free = options_.free_bytes
+                                      ? options_.free_bytes(options_.path)
+                                      : StatvfsFree(options_.path);
   if (!free.ok()) return free.status();
   if (*free < bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the copy needs ", Mib(bytes), " (", bytes, " bytes) more, and the "
-        "disk of ", options_.path, " has ", Mib(*free), " (", *free,
-        " bytes) free"));
+        "the copy needs ", Mib(bytes), " (", bytes,
+        " bytes) more, and the "
+        "disk of ",
+        options_.path, " has ", Mib(*free), " (", *free, " bytes) free"));
   }
   if (options_.reserve) return options_.reserve(bytes);
   return absl::OkStatus();

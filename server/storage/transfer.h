@@ -65,8 +65,7 @@ struct TransferOptions {
   // The hooks below may be empty; the daemon's stager uses them.
   // Pull: called once SOURCE's manifest is read and checked, before
   // anything is fetched, with the manifest and its text.
-  std::function<void(const dataset::Manifest&, const std::string&)>
-      on_manifest;
+  std::function<void(const dataset::Manifest&, const std::string&)> on_manifest;
   // Pull: called after the manifest with the bytes still to fetch (the
   // files DEST does not hold yet); an error stops the pull before any
   // part file is created (no room on the disk, over a cache limit).

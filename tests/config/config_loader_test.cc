@@ -256,7 +256,8 @@ listen: {unix: $DIR/s.sock}
 storage: {parallel: 0, chunk_size: 1KiB, s3: {endpoint: minio:9000, secret: x}}
 datasets: {train: {path: $DIR/missing}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
-)").status();
+)")
+                             .status();
   EXPECT_THAT(s.message(), HasSubstr("storage.parallel"));
   EXPECT_THAT(s.message(), HasSubstr("storage.chunk_size: 1024 bytes is "
                                      "outside 64KiB to 1GiB"));

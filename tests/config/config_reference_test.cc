@@ -27,12 +27,11 @@ using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
-  EXPECT_THAT(
-      AllowedKeys(""),
-      ElementsAre("listen", "workers", "prefetch", "memory_budget",
-                  "device_memory_budget", "on_corrupt", "limits", "sharing",
-                  "helpers", "jobs", "metrics", "datasets", "storage",
-                  "pipelines"));
+  EXPECT_THAT(AllowedKeys(""),
+              ElementsAre("listen", "workers", "prefetch", "memory_budget",
+                          "device_memory_budget", "on_corrupt", "limits",
+                          "sharing", "helpers", "jobs", "metrics", "datasets",
+                          "storage", "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
               ElementsAre("unix", "tcp", "unix_mode", "unix_group", "tls",
                           "insecure_remote"));

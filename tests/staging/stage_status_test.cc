@@ -12,7 +12,8 @@ TEST(StageStatusTest, DescribesProgressWithRateAndEta) {
   s.bytes_total = 4 << 20;
   s.bytes_done = 1 << 20;
   s.rate = 1 << 20;
-  EXPECT_EQ(DescribeProgress(s), "25.0% (1.0 MiB of 4.0 MiB), 1.0 MiB/s, ETA 0:03");
+  EXPECT_EQ(DescribeProgress(s),
+            "25.0% (1.0 MiB of 4.0 MiB), 1.0 MiB/s, ETA 0:03");
   s.rate = 0;
   EXPECT_THAT(DescribeProgress(s), ::testing::EndsWith("ETA --:--"));
   s.state = StageStatus::State::kWaiting;

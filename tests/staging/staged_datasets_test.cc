@@ -110,7 +110,8 @@ TEST_F(StagedDatasetsTest, ACopyInUseIsKeptAndTheNewOneFailsWithTheSizes) {
   EXPECT_TRUE(absl::IsResourceExhausted(b.error)) << b.error;
   EXPECT_THAT(b.error.message(), HasSubstr("storage.cache_limit is"));
   EXPECT_THAT(b.error.message(), HasSubstr("in use or being staged (a)"));
-  EXPECT_THAT(b.error.message(), HasSubstr(absl::StrCat("(", size_, " bytes)")));
+  EXPECT_THAT(b.error.message(),
+              HasSubstr(absl::StrCat("(", size_, " bytes)")));
   EXPECT_TRUE(fs::exists(tmp_.path() + "/a/manifest.json"));
 }
 
@@ -132,8 +133,8 @@ TEST(OverrideEnvTest, ConfigKeysOverTheAwsVariables) {
   StagingSettings s;
   s.s3_region = "eu-west-1";
   s.s3_endpoint = "http://minio:9000";
-  const storage::EnvLookup env = OverrideEnv(
-      s, [](const char* name) -> std::optional<std::string> {
+  const storage::EnvLookup env =
+      OverrideEnv(s, [](const char* name) -> std::optional<std::string> {
         return std::string("env-") + name;
       });
   EXPECT_EQ(env("AWS_REGION"), "eu-west-1");

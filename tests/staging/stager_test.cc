@@ -33,9 +33,7 @@ std::string Text(const std::string& path) {
 // was told.
 class IndexesPolicy : public ServePolicy {
  public:
-  bool Servable(const StageView& view) override {
-    return view.indexes_local();
-  }
+  bool Servable(const StageView& view) override { return view.indexes_local(); }
   absl::StatusOr<std::shared_ptr<const dataset::Dataset>> Open(
       const StageView& view) override {
     absl::MutexLock lock(&mu);
@@ -167,8 +165,7 @@ TEST_F(StagerTest, TheCacheLimitHookMayRefuse) {
 TEST_F(StagerTest, WaitsForAnotherProcessHoldingThePathThenUsesItsCopy) {
   // What another daemon staging the same path holds: the pull lock.
   fs::create_directories(dest_ + "/" + storage::kPullStateDir);
-  const std::string lock_path =
-      dest_ + "/" + storage::kPullStateDir + "/lock";
+  const std::string lock_path = dest_ + "/" + storage::kPullStateDir + "/lock";
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
@@ -179,13 +176,12 @@ TEST_F(StagerTest, WaitsForAnotherProcessHoldingThePathThenUsesItsCopy) {
   ASSERT_TRUE(stager.ok());
   (*stager)->Start();
   ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        return (*stager)->status().state == StageStatus::State::kWaiting;
-      },
+      [&] { return (*stager)->status().state == StageStatus::State::kWaiting; },
       std::chrono::seconds(60)));
   EXPECT_FALSE(fs::exists(dest_ + "/shard-00000.idx"));
   ::close(fd);  // The other process is done (here: gone).
   ASSERT_TRUE((*stager)->WaitServable(absl::Seconds(60)));
+  ASSERT_TRUE((*stager)->WaitDone(absl::Seconds(60)));
   EXPECT_EQ((*stager)->status().state, StageStatus::State::kComplete);
 }
 

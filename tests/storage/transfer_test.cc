@@ -98,10 +98,10 @@ TEST_F(TransferTest, PullTellsTheManifestThenIndexesBeforeShards) {
   std::unique_ptr<Store> src = Local(src_);
   ASSERT_TRUE(Pull(*src, dest, o).ok());
   EXPECT_THAT(events,
-              ::testing::ElementsAre(
-                  "manifest 3 text", "reserve", "shard-00000.idx",
-                  "shard-00001.idx", "shard-00002.idx", "shard-00000.lmdb",
-                  "shard-00001.lmdb", "shard-00002.lmdb"));
+              ::testing::ElementsAre("manifest 3 text", "reserve",
+                                     "shard-00000.idx", "shard-00001.idx",
+                                     "shard-00002.idx", "shard-00000.lmdb",
+                                     "shard-00001.lmdb", "shard-00002.lmdb"));
   // A pull of a complete DEST tells every file again.
   events.clear();
   ASSERT_TRUE(Pull(*src, dest, o).ok());
