@@ -10,6 +10,7 @@ import signal
 import urllib.request
 
 import pytest
+import stoker
 
 from conftest import STOKER, TRAIN_PIPELINE, Daemon, run, wait_for
 from storage_servers import (ACCESS_KEY, SECRET_KEY, FaultProxy, Nginx,
@@ -134,10 +135,36 @@ def test_an_open_during_staging_waits_and_is_told_why(tmp_path, served):
         top = run([STOKER, "top", "--once", "--address", d.address,
                    "--interval", "0.2"]).stdout
         assert "STAGING" in top and "train" in top
+        [listed] = stoker.Client(d.address).datasets()
+        assert listed.name == "train" and listed.staging
+        assert listed.content_digest == ""
         # One that may wait long enough streams once the copy is in.
         got = stream(d, "train", True, 120)
         assert got["status"] == "OK" and got["samples"] == 30
         assert stage_line(d, "stage_end")
+        [listed] = stoker.Client(d.address).datasets()
+        assert listed.staging == "" and listed.num_samples == 30
+    finally:
+        d.stop()
+
+
+def test_sighup_keeps_a_running_copy(tmp_path, served, dataset):
+    proxy, _ = served
+    proxy.faults.rate = 20000
+    staged = tmp_path / "staged"
+    entry = {"train": f"{{path: {staged}, source: {proxy.url}/d/train}}"}
+    extra = "storage: {parallel: 1, chunk_size: 64KiB}\n"
+    d = start(tmp_path, entry, extra)
+    try:
+        assert wait_for(lambda: (staged / "shard-00000.idx").exists(), 60)
+        d.reconfigure({**entry, "local": f"{{path: {dataset}}}"}, extra)
+        d.signal(signal.SIGHUP)
+        assert stream(d, "local")["status"] == "OK"  # The reload is in.
+        proxy.faults.rate = 0
+        assert stream(d, "train", True, 120)["status"] == "OK"
+        assert len(stage_line(d, "stage_start")) == 1
+        assert not stage_line(d, "stage_stopped")
+        assert "resuming:" not in d.log()
     finally:
         d.stop()
 
