@@ -68,6 +68,8 @@ absl::StatusOr<std::unique_ptr<Stager>> Stager::Create(Options options) {
     self->CountRetry(s);
     if (outer) outer(s);
   };
+  // Stop() need not wait for a chunk in flight on a slow link.
+  store.http.cancelled = [self] { return self->stop_.load(); };
   absl::StatusOr<std::unique_ptr<storage::Store>> opened =
       storage::OpenStore(*location, store);
   if (!opened.ok()) {

@@ -80,6 +80,10 @@ struct HttpOptions {
   // Called before each retry of any request, after its own on_retry, with
   // what failed (counters). May be empty; called from the calling threads.
   std::function<void(const absl::Status&)> on_retry;
+  // Asked about once a second during a transfer and while waiting to
+  // retry; once true the request ends with Cancelled (a daemon shutting
+  // down need not wait for a chunk on a slow link). May be empty.
+  std::function<bool()> cancelled;
 };
 
 class HttpClient {

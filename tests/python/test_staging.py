@@ -194,6 +194,30 @@ def test_kill_9_mid_copy_then_the_restarted_daemon_resumes(tmp_path, served):
         again.stop()
 
 
+def test_sigterm_mid_chunk_stops_at_once_and_the_copy_resumes(tmp_path,
+                                                               served):
+    proxy, _ = served
+    proxy.faults.rate = 2000  # A 64 KiB chunk would take half a minute.
+    staged = tmp_path / "staged"
+    entry = {"train": f"{{path: {staged}, source: {proxy.url}/d/train}}"}
+    extra = "storage: {parallel: 1, chunk_size: 64KiB}\n"
+    d = start(tmp_path, entry, extra)
+    try:
+        # The indexes are in: a shard's first chunk is on the way.
+        assert wait_for(lambda: (staged / "shard-00002.idx").exists(), 60)
+        d.signal(signal.SIGTERM)
+        d.wait(timeout=10)  # Not the chunk's half minute.
+    finally:
+        d.stop()
+    assert stage_line(d, "stage_stopped")
+    proxy.faults.rate = 0
+    again = start(tmp_path, entry, extra, name="again")
+    try:
+        assert stream(again, "train")["status"] == "OK"
+    finally:
+        again.stop()
+
+
 def test_two_daemons_on_one_path_copy_it_once(tmp_path, served, dataset):
     proxy, _ = served
     proxy.faults.rate = 30000
