@@ -379,7 +379,8 @@ void StokerServer::Stop() {
   }
   // First, so that no scrape reads a daemon being taken apart.
   if (exposer_ != nullptr) exposer_->Stop();
-  // Stops the copies at their next chunk; what is published stays.
+  // Stops the copies (a transfer in flight is aborted); what is published
+  // stays.
   if (staged_ != nullptr) staged_->Stop();
   if (service_ != nullptr) service_->Shutdown();
   // Cancels the chunks on helpers: their batches are built here, or fail

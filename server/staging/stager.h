@@ -30,8 +30,9 @@
 // that through OnPublished() (to switch its reads to the local file).
 //
 // Thread-safe. Owns one thread, started by Start() and joined by Stop()
-// (which stops the copy at the next chunk; published files are kept for a
-// resume); the destructor calls Stop().
+// (which stops the copy within about a second: an HTTP or S3 transfer in
+// flight is aborted; published files are kept for a resume); the
+// destructor calls Stop().
 #ifndef STOKER_SERVER_STAGING_STAGER_H_
 #define STOKER_SERVER_STAGING_STAGER_H_
 
