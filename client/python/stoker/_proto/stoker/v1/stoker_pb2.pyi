@@ -98,7 +98,7 @@ class CudaIpcRing(_message.Message):
     def __init__(self, gpu_uuid: _Optional[str] = ..., handle_kind: _Optional[_Union[CudaHandleKind, str]] = ..., fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ..., ring_bytes: _Optional[int] = ..., legacy_handle: _Optional[bytes] = ..., fell_back: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DaemonStats(_message.Message):
-    __slots__ = ["datasets", "errors", "helpers", "labels", "latency_bounds_seconds", "memory", "open_streams", "placing_remote", "pool", "storage", "streams", "transport_values", "uptime_seconds"]
+    __slots__ = ["datasets", "errors", "helpers", "labels", "latency_bounds_seconds", "memory", "open_streams", "placing_remote", "pool", "staging", "storage", "streams", "transport_values", "uptime_seconds"]
     DATASETS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     HELPERS_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class DaemonStats(_message.Message):
     OPEN_STREAMS_FIELD_NUMBER: _ClassVar[int]
     PLACING_REMOTE_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    STAGING_FIELD_NUMBER: _ClassVar[int]
     STORAGE_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_VALUES_FIELD_NUMBER: _ClassVar[int]
@@ -121,11 +122,12 @@ class DaemonStats(_message.Message):
     open_streams: int
     placing_remote: bool
     pool: WorkerPoolStats
+    staging: _containers.RepeatedCompositeFieldContainer[StagingStats]
     storage: _containers.RepeatedCompositeFieldContainer[StorageStats]
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     transport_values: _containers.RepeatedCompositeFieldContainer[NamedValue]
     uptime_seconds: float
-    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ..., helpers: _Optional[_Iterable[_Union[HelperStats, _Mapping]]] = ..., placing_remote: bool = ..., transport_values: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ...) -> None: ...
+    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ..., helpers: _Optional[_Iterable[_Union[HelperStats, _Mapping]]] = ..., placing_remote: bool = ..., transport_values: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., staging: _Optional[_Iterable[_Union[StagingStats, _Mapping]]] = ...) -> None: ...
 
 class DatasetHealth(_message.Message):
     __slots__ = ["damage", "dataset", "healthy"]
@@ -138,7 +140,7 @@ class DatasetHealth(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., healthy: bool = ..., damage: _Optional[_Iterable[_Union[ShardDamage, _Mapping]]] = ...) -> None: ...
 
 class DatasetInfo(_message.Message):
-    __slots__ = ["bytes", "classes", "content_digest", "fields", "manifest_digest", "name", "num_samples", "num_shards"]
+    __slots__ = ["bytes", "classes", "content_digest", "fields", "manifest_digest", "name", "num_samples", "num_shards", "staging"]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     CONTENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +149,7 @@ class DatasetInfo(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    STAGING_FIELD_NUMBER: _ClassVar[int]
     bytes: int
     classes: _containers.RepeatedScalarFieldContainer[str]
     content_digest: str
@@ -155,7 +158,8 @@ class DatasetInfo(_message.Message):
     name: str
     num_samples: int
     num_shards: int
-    def __init__(self, name: _Optional[str] = ..., num_samples: _Optional[int] = ..., num_shards: _Optional[int] = ..., bytes: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ..., manifest_digest: _Optional[str] = ..., content_digest: _Optional[str] = ...) -> None: ...
+    staging: str
+    def __init__(self, name: _Optional[str] = ..., num_samples: _Optional[int] = ..., num_shards: _Optional[int] = ..., bytes: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ..., manifest_digest: _Optional[str] = ..., content_digest: _Optional[str] = ..., staging: _Optional[str] = ...) -> None: ...
 
 class ErrorCount(_message.Message):
     __slots__ = ["code", "count"]
@@ -402,6 +406,38 @@ class StageLatency(_message.Message):
     stage: str
     sum_seconds: float
     def __init__(self, stage: _Optional[str] = ..., count: _Optional[int] = ..., sum_seconds: _Optional[float] = ..., bucket_counts: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class StagingStats(_message.Message):
+    __slots__ = ["bytes_done", "bytes_fetched", "bytes_total", "dataset", "error", "eta_seconds", "rate", "remote_records", "retries", "servable", "shards_done", "shards_total", "source", "state"]
+    BYTES_DONE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FETCHED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ETA_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
+    SERVABLE_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_DONE_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    bytes_done: int
+    bytes_fetched: int
+    bytes_total: int
+    dataset: str
+    error: str
+    eta_seconds: float
+    rate: float
+    remote_records: int
+    retries: int
+    servable: bool
+    shards_done: int
+    shards_total: int
+    source: str
+    state: str
+    def __init__(self, dataset: _Optional[str] = ..., source: _Optional[str] = ..., state: _Optional[str] = ..., servable: bool = ..., bytes_total: _Optional[int] = ..., bytes_done: _Optional[int] = ..., bytes_fetched: _Optional[int] = ..., shards_total: _Optional[int] = ..., shards_done: _Optional[int] = ..., rate: _Optional[float] = ..., eta_seconds: _Optional[float] = ..., retries: _Optional[int] = ..., remote_records: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StorageStats(_message.Message):
     __slots__ = ["advice", "dataset", "device", "fstype", "kind", "path"]
