@@ -8,8 +8,8 @@
 //
 // The driver calls, the mapping and the teardown are the daemon's
 // (server/cuda/cuda_driver.h, reached through the runtime), so the library
-// links no libcuda.
-// Built without CUDA, every call is FAILED_PRECONDITION saying so.
+// links no libcuda. Built without CUDA, every call is FAILED_PRECONDITION
+// saying so.
 //
 // Thread-safe: a mapping is immutable; views of it may be used anywhere.
 #ifndef STOKER_CLIENT_LIB_CUDA_IPC_DEVICE_MAPPING_H_

@@ -1,8 +1,8 @@
-// NoticeChannel: the notice socket of one shm stream (NoticeSocket in
-// local_transports.proto). Batches are announced to the client as frames on a
-// unix socket connection, and its acks come back on it, instead of as messages
-// on the gRPC call, which cost the trainer thread hand-overs in its gRPC
-// library.
+// NoticeChannel: the notice socket of one shm or cuda_ipc stream (NoticeSocket
+// in local_transports.proto). Batches are announced to the client as frames on
+// a unix socket connection, and its acks come back on it, instead of as
+// messages on the gRPC call, which cost the trainer thread hand-overs in its
+// gRPC library.
 //
 // The channel registers a one-time token with the FdServer; the client
 // presents it on the fd socket, and the FdServer hands the connection over.
