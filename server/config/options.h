@@ -115,8 +115,8 @@ struct HelperOptions {
   // the clear.
   bool insecure = false;
   // Batches per chunk; a stream's chunks are at most half its window.
-  // Two measured best at prefetch 8 and 16 (docs/performance.md, session
-  // 15): a longer chunk makes the stream wait longer for its helper.
+  // Two measured best at prefetch 8 and 16 (docs/performance.md): a longer
+  // chunk makes the stream wait longer for its helper.
   uint32_t chunk_steps = 2;
   // Chunks open on one helper at once.
   uint32_t streams = 4;
