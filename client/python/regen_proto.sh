@@ -1,6 +1,7 @@
 #!/bin/sh
 # Regenerates the protobuf and gRPC Python code of the stoker package from
-# proto/stoker/v1/stoker.proto into stoker/_proto/ (or into the directory
+# proto/stoker/v1/*.proto (stoker.proto and the files it imports) into
+# stoker/_proto/ (or into the directory
 # given as $1, which the freshness test uses).
 #
 # The generator is pinned to protoc 3.21.x (Python protobuf 4.21), the oldest
@@ -13,8 +14,8 @@
 # Debian 12's python3-grpc-tools bundles protoc 3.5.1, whose code no longer
 # loads on protobuf >= 4 with the upb backend, so it is passed over.
 #
-# The generated absolute import `from stoker.v1 import stoker_pb2` is made
-# relative, so the code works inside the package.
+# The generated absolute imports (`from stoker.v1 import stoker_pb2`) are
+# made relative, so the code works inside the package.
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -52,15 +53,24 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 "$@" -I"$ROOT/proto" --python_out="$TMP" --pyi_out="$TMP" \
-  --grpc_python_out="$TMP" "$ROOT/proto/stoker/v1/stoker.proto"
+  --grpc_python_out="$TMP" "$ROOT"/proto/stoker/v1/*.proto
 
 GEN="$TMP/stoker/v1"
-sed -i 's/^from stoker\.v1 import stoker_pb2 as/from . import stoker_pb2 as/' \
-  "$GEN/stoker_pb2_grpc.py"
-# Names the classes' module as it is imported, so that pickle finds them.
-sed -i "s/'stoker\.v1\.stoker_pb2'/'stoker._proto.stoker.v1.stoker_pb2'/" \
-  "$GEN/stoker_pb2.py"
-if grep -q '^from stoker\.\|^import stoker' "$GEN"/*.py; then
+# The imports between the generated modules (stoker_pb2 imports the files
+# stoker.proto imports, publicly) made relative: `from stoker.v1 import X`
+# and `from stoker.v1.X import Y` become `from . import X`, `from .X import Y`.
+sed -i -e 's/^from stoker\.v1 import /from . import /' \
+  -e 's/^from stoker\.v1\.\([a-z_0-9]*\) import /from .\1 import /' \
+  "$GEN"/*.py "$GEN"/*.pyi
+# The stubs name what a public import re-exports as such (`import X as X`),
+# as mypy --strict requires of stoker_pb2.pyi's messages from the imported
+# files.
+sed -i 's/^\(from \.[a-z_0-9]*_pb2 import \)\([A-Za-z_0-9]*\)$/\1\2 as \2/' \
+  "$GEN"/*.pyi
+# Names the classes' modules as they are imported, so that pickle finds them.
+sed -i "s/'stoker\.v1\.\([a-z_0-9]*_pb2\)'/'stoker._proto.stoker.v1.\1'/" \
+  "$GEN"/*_pb2.py
+if grep -q '^from stoker\.\|^import stoker' "$GEN"/*.py "$GEN"/*.pyi; then
   echo "regen_proto.sh: an absolute import is left in the generated code" >&2
   exit 1
 fi

@@ -1,6 +1,5 @@
 // Shard digests and per-shard record indexes, written by pack after the
-// shards are finalised and read by verify, pull and (later) by ranged reads
-// of a shard that is not local yet.
+// shards are finalised and read by verify and pull.
 //
 // A shard's digest is XXH3-128 of the whole shard file, written as
 // "xxh3-128:" and 32 lower-case hex digits (the hash's high 64 bits first).

@@ -21,7 +21,8 @@
 //   stoker_jobs_open                         gauge
 //   stoker_worker_threads                    gauge
 //   stoker_worker_busy_seconds_total         counter  (busy ratio = rate /
-//   threads) stoker_worker_tasks_total                counter
+//                                                     threads)
+//   stoker_worker_tasks_total                counter
 //   stoker_worker_queued_tasks               gauge
 //   stoker_memory_reserved_bytes             gauge    batches in flight
 //   stoker_memory_budget_bytes               gauge

@@ -69,7 +69,7 @@
 
 namespace stoker::pipeline {
 
-// The ops of a created pipeline, sorted by kind (pipeline.cc).
+// The ops of a created pipeline, sorted by kind (pipeline_steps.h).
 struct PipelineSteps;
 // One field a bound pipeline copies into the batch (passthrough.h).
 struct PassthroughField;

@@ -1,6 +1,7 @@
 // PipelineSteps: what Pipeline::Create builds from a config and
 // BoundPipeline runs per sample. Internal to server/pipeline/ (pipeline.cc
-// runs it, pipeline_create.cc builds it).
+// runs it, pipeline_create.cc builds it, pipeline_bind.cc binds it to a
+// dataset's fields).
 #ifndef STOKER_SERVER_PIPELINE_PIPELINE_STEPS_H_
 #define STOKER_SERVER_PIPELINE_PIPELINE_STEPS_H_
 
@@ -48,6 +49,16 @@ struct PipelineSteps {
   std::unique_ptr<BatchOp> batch;
   int batch_slot = 0;  // Of the image it mixes, an index into decodes.
 };
+
+// The format a decoded field is written in: the pipeline's for an image; a
+// nearest field (class ids) stays uint8, in the pipeline's layout.
+inline OutputFormat FieldFormat(const OutputFormat& format,
+                                const DecodeSpec& decode) {
+  if (!decode.nearest) return format;
+  OutputFormat ids;
+  ids.layout = format.layout;
+  return ids;
+}
 
 }  // namespace stoker::pipeline
 

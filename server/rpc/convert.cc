@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace stoker::transport {
+namespace stoker::rpc {
 namespace {
 
 // Field numbers from stoker.proto that BatchWirePrefix writes by hand.
@@ -66,7 +66,7 @@ std::string BatchWirePrefix(const v1::Batch& meta, size_t payload_bytes) {
   return prefix;
 }
 
-grpc::ByteBuffer Encode(Handover handover) {
+grpc::ByteBuffer Encode(transport::Handover handover) {
   if (handover.payload == nullptr) {
     return SerializeToByteBuffer(handover.message);
   }
@@ -79,4 +79,4 @@ grpc::ByteBuffer Encode(Handover handover) {
   return grpc::ByteBuffer(slices, 2);
 }
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc

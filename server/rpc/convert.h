@@ -12,7 +12,7 @@
 #include "server/transport/wire.h"
 #include "stoker/v1/stoker.pb.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
@@ -30,8 +30,8 @@ std::string BatchWirePrefix(const v1::Batch& meta, size_t payload_bytes);
 
 // A handover as a message on the call: the payload, if any, as a slice of
 // its buffer, which is dropped (given back) once gRPC releases the slice.
-grpc::ByteBuffer Encode(Handover handover);
+grpc::ByteBuffer Encode(transport::Handover handover);
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc
 
 #endif  // STOKER_SERVER_RPC_CONVERT_H_

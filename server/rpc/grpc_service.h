@@ -15,7 +15,7 @@
 #include "server/transport/transport.h"
 #include "stoker/v1/stoker.grpc.pb.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 // Stream is registered raw (ByteBuffer) so batches go out without a copy;
 // its messages are still stoker.v1.StreamRequest / StreamResponse.
@@ -29,7 +29,7 @@ class GrpcService final : public StokerBase {
   // `service`, `opener` and `transports` must outlive the gRPC server this
   // is registered with.
   GrpcService(service::StreamService* service, service::Opener* opener,
-              const Transports* transports)
+              const transport::Transports* transports)
       : service_(service), opener_(opener), transports_(transports) {}
 
   grpc::ServerUnaryReactor* ListDatasets(
@@ -58,11 +58,11 @@ class GrpcService final : public StokerBase {
  private:
   service::StreamService* const service_;
   service::Opener* const opener_;
-  const Transports* const transports_;
+  const transport::Transports* const transports_;
   std::function<metrics::DaemonStats()> stats_source_;
   const UnixAcceptor* acceptor_ = nullptr;
 };
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc
 
 #endif  // STOKER_SERVER_RPC_GRPC_SERVICE_H_

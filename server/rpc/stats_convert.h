@@ -6,10 +6,10 @@
 #include "server/metrics/daemon_stats.h"
 #include "stoker/v1/stoker.pb.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out);
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc
 
 #endif  // STOKER_SERVER_RPC_STATS_CONVERT_H_

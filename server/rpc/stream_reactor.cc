@@ -11,11 +11,11 @@
 #include "server/rpc/convert.h"
 #include "stoker/v1/stoker.pb.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 StreamReactor::StreamReactor(service::StreamService* service,
                              service::Opener* opener,
-                             const Transports* transports,
+                             const transport::Transports* transports,
                              grpc::CallbackServerContext* context,
                              std::string peer)
     : service_(service),
@@ -66,7 +66,7 @@ void StreamReactor::TakeAcks(const v1::StreamRequest& request) {
   // One Ack, or several in an AckList (header field ack_list).
   const v1::Ack* single = request.has_ack() ? &request.ack() : nullptr;
   const int count = single != nullptr ? 1 : request.acks().acks_size();
-  std::shared_ptr<Delivery> delivery;
+  std::shared_ptr<transport::Delivery> delivery;
   std::vector<const v1::Ack*> known;
   const v1::Ack* never_sent = nullptr;
   {
@@ -115,7 +115,7 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
     return;
   }
   const v1::OpenStream& open = request.open();
-  absl::StatusOr<Transport*> transport = transports_->Find(open.transport());
+  absl::StatusOr<transport::Transport*> transport = transports_->Find(open.transport());
   if (!transport.ok()) {
     FinishOnce(ToGrpcStatus(transport.status()));
     return;
@@ -128,9 +128,11 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
   // finish the call under the opener; the reference keeps this reactor's
   // memory valid until the opener is done with it.
   refs_.fetch_add(1);
-  service::StreamSpec spec = ToSpec(open);
-  spec.transport = Transports::Name(open.transport());
-  spec.client_holds = (*transport)->client_holds();
+  service::StreamSpec spec = transport::ToSpec(open);
+  spec.transport = transport::Transports::Name(open.transport());
+  // A client that copies each batch out as it arrives keeps none in the
+  // transport's memory: its ring needs no slots for held batches.
+  spec.client_holds = (*transport)->client_holds() && !open.copy_out();
   if ((*transport)->formats_on_delivery()) spec.raw = true;
   spec.peer = peer_;
   absl::Time deadline = absl::FromChrono(deadline_);
@@ -147,8 +149,8 @@ void StreamReactor::HandleOpen(const grpc::ByteBuffer& raw) {
       });
 }
 
-absl::StatusOr<std::shared_ptr<Delivery>> StreamReactor::SetUp(
-    const v1::OpenStream& open, Transport* transport,
+absl::StatusOr<std::shared_ptr<transport::Delivery>> StreamReactor::SetUp(
+    const v1::OpenStream& open, transport::Transport* transport,
     const service::OpenedStream& opened, v1::StreamResponse* response) {
   const service::Stream& stream = *opened.stream;
   v1::StreamHeader* header = response->mutable_header();
@@ -161,24 +163,24 @@ absl::StatusOr<std::shared_ptr<Delivery>> StreamReactor::SetUp(
   header->set_ack_list(true);
   *header->mutable_start() = open.start();
   for (const tensor::TensorSpec& t : stream.layout().per_sample()) {
-    ToProto(t, header->add_outputs());
+    transport::ToProto(t, header->add_outputs());
   }
-  OpenContext context{open, opened, {}};
+  transport::OpenContext context{open, opened, {}};
   context.hooks.connected = [this] { Pump(); };
   context.hooks.request = [this](const v1::StreamRequest& r) { TakeAcks(r); };
   context.hooks.lost = [this](const absl::Status& s) {
     FinishOnce(ToGrpcStatus(s));
   };
-  absl::StatusOr<std::shared_ptr<Delivery>> delivery =
+  absl::StatusOr<std::shared_ptr<transport::Delivery>> delivery =
       transport->Open(context);
   if (delivery.ok()) (*delivery)->DescribeIn(header);
   return delivery;
 }
 
-void StreamReactor::OnOpened(const v1::OpenStream& open, Transport* transport,
+void StreamReactor::OnOpened(const v1::OpenStream& open, transport::Transport* transport,
                              absl::StatusOr<service::OpenedStream> opened) {
   v1::StreamResponse response;
-  absl::StatusOr<std::shared_ptr<Delivery>> delivery =
+  absl::StatusOr<std::shared_ptr<transport::Delivery>> delivery =
       opened.ok() ? SetUp(open, transport, *opened, &response)
                   : opened.status();
   if (!delivery.ok()) {
@@ -340,8 +342,8 @@ void StreamReactor::FinishOnce(const grpc::Status& status) {
 
 void StreamReactor::OnDone() {
   std::shared_ptr<service::Stream> stream;
-  std::shared_ptr<Delivery> delivery;
-  SideChannel* channel;
+  std::shared_ptr<transport::Delivery> delivery;
+  transport::SideChannel* channel;
   absl::Status finished_with;
   {
     absl::MutexLock lock(&mu_);
@@ -358,4 +360,4 @@ void StreamReactor::OnDone() {
   Unref();
 }
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc

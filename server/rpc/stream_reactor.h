@@ -36,7 +36,7 @@
 #include "server/transport/transport.h"
 #include "stoker/v1/stoker.pb.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 class StreamReactor
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -45,7 +45,7 @@ class StreamReactor
   // shut down first). `peer` is the caller's key for per-peer limits (see
   // PeerKey).
   StreamReactor(service::StreamService* service, service::Opener* opener,
-                const Transports* transports,
+                const transport::Transports* transports,
                 grpc::CallbackServerContext* context, std::string peer);
 
   void OnReadDone(bool ok) override;
@@ -60,11 +60,11 @@ class StreamReactor
   void TakeAcks(const v1::StreamRequest& request);
   // Runs on the opener's thread with the outcome of the open: sets the
   // stream up on its transport and starts it, or finishes the call.
-  void OnOpened(const v1::OpenStream& open, Transport* transport,
+  void OnOpened(const v1::OpenStream& open, transport::Transport* transport,
                 absl::StatusOr<service::OpenedStream> opened);
   // The stream's header, and its delivery on `transport`.
-  absl::StatusOr<std::shared_ptr<Delivery>> SetUp(
-      const v1::OpenStream& open, Transport* transport,
+  absl::StatusOr<std::shared_ptr<transport::Delivery>> SetUp(
+      const v1::OpenStream& open, transport::Transport* transport,
       const service::OpenedStream& opened, v1::StreamResponse* header);
   void Pump();
   void FinishOnce(const grpc::Status& status);
@@ -74,7 +74,7 @@ class StreamReactor
 
   service::StreamService* const service_;
   service::Opener* const opener_;
-  const Transports* const transports_;
+  const transport::Transports* const transports_;
   const std::chrono::system_clock::time_point deadline_;
   const std::string peer_;
   // Set when the client goes away while the open is waiting.
@@ -85,9 +85,9 @@ class StreamReactor
 
   absl::Mutex mu_;
   std::shared_ptr<service::Stream> stream_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<Delivery> delivery_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<transport::Delivery> delivery_ ABSL_GUARDED_BY(mu_);
   // The delivery's side channel, or null: batches go on the call.
-  SideChannel* channel_ ABSL_GUARDED_BY(mu_) = nullptr;
+  transport::SideChannel* channel_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The window, the order and the acks; set once the stream is open.
   std::optional<service::StreamSession> session_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -105,6 +105,6 @@ class StreamReactor
   std::unique_ptr<grpc::ByteBuffer> pending_header_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc
 
 #endif  // STOKER_SERVER_RPC_STREAM_REACTOR_H_

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/metrics/log.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 using metrics::LogLevel;
 using metrics::LogLimited;
@@ -151,4 +151,4 @@ std::string PeerKey(const std::string& grpc_peer,
   return "local";
 }
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 
 class UnixAcceptor {
  public:
@@ -69,6 +69,6 @@ class UnixAcceptor {
 std::string PeerKey(const std::string& grpc_peer,
                     const UnixAcceptor* acceptor);
 
-}  // namespace stoker::transport
+}  // namespace stoker::rpc
 
 #endif  // STOKER_SERVER_RPC_UNIX_ACCEPTOR_H_

@@ -53,6 +53,10 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
     }
     catalog = catalog_;
   }
+  if (options_.staging && !catalog->FindDataset(spec.dataset).ok()) {
+    // Being staged (the Opener waits), or its staging failed.
+    if (absl::Status s = options_.staging(spec.dataset); !s.ok()) return s;
+  }
   absl::StatusOr<OpenPlan> plan = PlanOpen(spec, std::move(catalog), limits);
   if (!plan.ok()) return plan.status();
   return PendingOpen{

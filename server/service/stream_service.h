@@ -42,6 +42,7 @@
 #include "server/service/open_planner.h"
 #include "server/service/service_counters.h"
 #include "server/service/shared_runs.h"
+#include "server/service/staging_wait.h"
 #include "server/service/stream.h"
 
 namespace stoker::service {
@@ -71,6 +72,9 @@ struct ServiceOptions {
   // Where streams may have helpers build chunks of their batches; null:
   // every batch is built here. Outlives the service.
   ChunkPlacer* placer = nullptr;
+  // Asked about a dataset the catalog lacks (staging_wait.h); empty: none
+  // is ever staged.
+  StagingLookup staging;
 };
 
 struct OpenedStream {
@@ -130,6 +134,7 @@ class StreamService {
                 std::shared_ptr<const Catalog> catalog);
 
   std::shared_ptr<const Catalog> catalog() const;
+  const ServiceOptions& options() const { return options_; }
   void SetCatalog(std::shared_ptr<const Catalog> catalog);
 
   // NotFound for an unknown dataset or pipeline; InvalidArgument naming the

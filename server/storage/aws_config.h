@@ -1,10 +1,10 @@
 // AWS credentials, region and endpoint, found the way the AWS CLI and SDKs
 // find them, so a node that can run `aws s3 cp` can pull:
 //
-//   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+
-//   AWS_SESSION_TOKEN)
-//                from the environment; else the profile AWS_PROFILE
-//                ("default" if unset) of the shared credentials file
+//   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY
+//                (+ AWS_SESSION_TOKEN) from the environment; else the
+//                profile AWS_PROFILE ("default" if unset) of the shared
+//                credentials file
 //                AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials if unset);
 //                else none (anonymous requests, for public buckets).
 //   region       AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1.

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -33,7 +34,15 @@ struct Transfer {
   uint64_t sent = 0;        // Request body bytes handed to curl.
   absl::Status sink_error;  // A failed write into sink_fd.
   bool range_ignored = false;
+  // HttpOptions::cancelled, or null.
+  const std::function<bool()>* cancelled = nullptr;
 };
+
+// curl's progress callback, about once a second: non-zero aborts.
+int OnProgress(void* arg, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const Transfer& t = *static_cast<const Transfer*>(arg);
+  return (*t.cancelled)() ? 1 : 0;
+}
 
 long Status(CURL* curl) {
   long status = 0;
@@ -259,6 +268,12 @@ absl::StatusOr<HttpResponse> HttpClient::Attempt(const HttpRequest& r,
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+  if (options_.cancelled) {
+    t.cancelled = &options_.cancelled;
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+  }
   curl_easy_setopt(
       curl, CURLOPT_CONNECTTIMEOUT_MS,
       static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
@@ -295,6 +310,9 @@ absl::StatusOr<HttpResponse> HttpClient::Attempt(const HttpRequest& r,
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": the server ignored the Range header (HTTP ",
                      t.response.status, " instead of 206)"));
+  }
+  if (code == CURLE_ABORTED_BY_CALLBACK && t.cancelled != nullptr) {
+    return absl::CancelledError(absl::StrCat(what, ": stopped"));
   }
   if (code != CURLE_OK) {
     *retryable = IsRetryableCurlCode(code);
@@ -339,9 +357,18 @@ absl::StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& r,
     }
     if (!retryable || attempt >= attempts) break;
     if (r.on_retry) r.on_retry(last);
-    absl::SleepFor(
+    if (options_.on_retry) options_.on_retry(last);
+    const absl::Time until =
+        absl::Now() +
         RetryWait(options_.retry, attempt,
-                  std::uniform_real_distribution<double>(0.0, 1.0)(rng)));
+                  std::uniform_real_distribution<double>(0.0, 1.0)(rng));
+    for (absl::Time now = absl::Now(); now < until; now = absl::Now()) {
+      if (options_.cancelled && options_.cancelled()) {
+        return absl::CancelledError(
+            absl::StrCat(r.method, " ", RedactUrl(r.url), ": stopped"));
+      }
+      absl::SleepFor(std::min(until - now, absl::Milliseconds(100)));
+    }
   }
   if (attempt > 1) {
     return absl::Status(last.code(), absl::StrCat(last.message(), " (after ",

@@ -1,7 +1,7 @@
 // A place that holds the files of packed datasets: a local folder (a disk
 // or a mount: NFS, CephFS, Lustre, a FUSE mount), an HTTP(S) server, or an
-// S3-compatible object store. Pull and push, and later the daemon's staging,
-// work against this interface only, so each kind is one file behind it.
+// S3-compatible object store. Pull and push work against this interface
+// only, so each kind is one file behind it.
 //
 // Names are plain file names relative to the location (manifest.json,
 // shard-00000.lmdb). Errors name the location or URL, never a credential

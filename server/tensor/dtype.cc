@@ -2,52 +2,23 @@
 
 #include <string>
 
+#include "proto/dtype_table.h"
+
 namespace stoker::tensor {
 
+static_assert(kAllDTypes.size() == wire::kDTypeTable.size(),
+              "every dtype has a row of proto/dtype_table.h");
+
 size_t DTypeSize(DType t) {
-  switch (t) {
-    case DType::kBool:
-    case DType::kUint8:
-    case DType::kInt8:
-      return 1;
-    case DType::kUint16:
-    case DType::kInt16:
-    case DType::kFloat16:
-      return 2;
-    case DType::kInt32:
-    case DType::kFloat32:
-      return 4;
-    case DType::kInt64:
-    case DType::kFloat64:
-      return 8;
-  }
-  return 0;
+  return wire::kDTypeTable[static_cast<size_t>(t)].size;
 }
 
 std::string_view DTypeName(DType t) {
-  switch (t) {
-    case DType::kBool:
-      return "bool";
-    case DType::kUint8:
-      return "uint8";
-    case DType::kInt8:
-      return "int8";
-    case DType::kUint16:
-      return "uint16";
-    case DType::kInt16:
-      return "int16";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-  }
-  return "unknown";
+  return wire::kDTypeTable[static_cast<size_t>(t)].name;
+}
+
+int DTypeWireNumber(DType t) {
+  return wire::kDTypeTable[static_cast<size_t>(t)].wire;
 }
 
 std::optional<DType> DTypeFromName(std::string_view name) {

@@ -2,10 +2,9 @@
 // pipeline's outputs and of a dataset's typed fields (ndarray, scalars).
 //
 // Every dtype is little-endian in a record and in a batch. The names are
-// numpy's ("uint8", "float16", "bool"), and the stoker.v1 DType enum names
-// them DTYPE_<NAME> (proto/stoker/v1/stoker.proto), which both clients and
-// the server's wire conversion follow; tests/tensor/dtype_pin_test.cc pins
-// the four together.
+// numpy's ("uint8", "float16", "bool"); names, sizes and the numbers of the
+// stoker.v1 DType enum come from the table the daemon and the C++ client
+// share (proto/dtype_table.h), whose rows are in the order of this enum.
 //
 // Thread-safety: plain values and pure functions.
 #ifndef STOKER_SERVER_TENSOR_DTYPE_H_
@@ -42,6 +41,9 @@ size_t DTypeSize(DType t);
 
 // numpy's name: "bool", "uint8", ..., "float64".
 std::string_view DTypeName(DType t);
+
+// Its number in the stoker.v1 DType enum (DTYPE_<NAME>).
+int DTypeWireNumber(DType t);
 
 // The dtype DTypeName gives `name` for; nullopt for any other string.
 std::optional<DType> DTypeFromName(std::string_view name);

@@ -1,11 +1,5 @@
 #include "server/transport/wire.h"
 
-#include <array>
-#include <string>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
-
 namespace stoker::transport {
 
 service::StreamSpec ToSpec(const v1::OpenStream& open) {
@@ -33,21 +27,7 @@ service::StreamSpec ToSpec(const v1::OpenStream& open) {
 }
 
 v1::DType ToProto(tensor::DType dtype) {
-  // The proto names each dtype DTYPE_<NAME> (server/tensor/dtype.h), so the
-  // table follows from the names; tests/tensor/dtype_pin_test.cc checks that
-  // none is missing.
-  static const auto* const table = [] {
-    auto* t = new std::array<v1::DType, tensor::kAllDTypes.size()>;
-    for (tensor::DType d : tensor::kAllDTypes) {
-      const std::string name = absl::StrCat(
-          "DTYPE_", absl::AsciiStrToUpper(std::string(tensor::DTypeName(d))));
-      v1::DType value;
-      (*t)[static_cast<size_t>(d)] =
-          v1::DType_Parse(name, &value) ? value : v1::DTYPE_UNSPECIFIED;
-    }
-    return t;
-  }();
-  return (*table)[static_cast<size_t>(dtype)];
+  return static_cast<v1::DType>(tensor::DTypeWireNumber(dtype));
 }
 
 void ToProto(const tensor::TensorSpec& spec, v1::TensorSpec* out) {

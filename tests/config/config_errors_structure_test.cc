@@ -43,7 +43,8 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
             "stoker.yaml:3:1: unknown key 'workrs' (did you mean 'workers'?); "
             "expected one of: datasets, device_memory_budget, helpers, jobs, "
             "limits, listen, memory_budget, "
-            "metrics, on_corrupt, pipelines, prefetch, sharing, workers");
+            "metrics, on_corrupt, pipelines, prefetch, sharing, storage, "
+            "workers");
 }
 
 TEST_F(ConfigErrorTest, UnknownNestedKeyListsTheAllowedKeys) {
@@ -72,7 +73,7 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )"),
       absl::StrCat("stoker.yaml:4:", 15 + (dir_.path() / "d").string().size(),
                    ": unknown key 'shuffle' in dataset 'd'; expected "
-                   "one of: path"));
+                   "one of: path, source"));
 }
 
 TEST_F(ConfigErrorTest, DuplicateKeyNamesBothLines) {

@@ -377,7 +377,7 @@ def run(a: argparse.Namespace, gpu: Gpu, metric: Callable[[], float],
             f" MiB; readings every {a.poll_ms} ms, so to within that)")
         if freed_at > a.limit:
             failures.append(f"the ring came back in {freed_at:.3f} s, over"
-                            f" the {a.limit} s the issue allows")
+                            f" the {a.limit} s allowed (--limit)")
     if a.metrics_url:
         left = max(0.5, a.deadline - (time.monotonic() - killed))
         at, gauge_end, _ = wait_until(metric, lambda v: v == 0, left,
@@ -421,7 +421,7 @@ def main() -> int:
     p.add_argument("--deadline", type=float, default=5.0,
                    help="seconds to wait for the memory after the kill")
     p.add_argument("--limit", type=float, default=1.0,
-                   help="seconds the issue allows")
+                   help="seconds the ring may take to come back")
     p.add_argument("--tolerance-mib", type=int, default=64)
     p.add_argument("--ready-timeout", type=float, default=120.0)
     p.add_argument("--out", help="write the figures here as JSON")

@@ -1,5 +1,5 @@
-// The notice socket of an shm stream (NoticeSocket in stoker.proto): the
-// daemon's side spoken to by hand, the C++ client over it, and the client's
+// The notice socket of an shm stream (NoticeSocket in local_transports.proto):
+// the daemon's side spoken to by hand, the C++ client over it, and the client's
 // framing on a socketpair.
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -32,8 +32,8 @@ StreamOptions TwoEpochs(const std::string& transport) {
 }
 
 // ---- The notice socket's protocol, spoken by hand (see NoticeSocket in
-// stoker.proto). Every read is bounded by 20 s, so a daemon that never
-// sends fails the test instead of hanging it.
+// local_transports.proto). Every read is bounded by 20 s, so a daemon that
+// never sends fails the test instead of hanging it.
 
 // A connection to `notices.path` past the token; -1 when the daemon did
 // not answer 1, with that answer (0 or EOF) in *verdict.

@@ -13,6 +13,7 @@
 #include "stoker/v1/stoker.grpc.pb.h"
 #include "tests/testing/consume.h"
 #include "tests/testing/test_server.h"
+#include "tests/testing/wait_for.h"
 
 namespace stoker {
 namespace {
@@ -194,6 +195,40 @@ TEST_F(ShmTest, AckListFreesEverySlotItNamesAndCountsEachAck) {
   EXPECT_DOUBLE_EQ(stats.streams(0).wait_seconds(), 6 * 0.25 + 0.5);
   EXPECT_DOUBLE_EQ(stats.streams(0).busy_seconds(), 6 * 1.0 + 2.0);
   context.TryCancel();
+}
+
+// A client that copies each batch out and releases it at once (copy_out)
+// holds none in the ring: the ring, and the memory the stream reserves,
+// are prefetch batches, without the hold ones.
+TEST_F(ShmTest, ACopyOutClientsRingHasNoHoldSlots) {
+  auto stub = v1::Stoker::NewStub(grpc::CreateChannel(
+      server_->target(), grpc::InsecureChannelCredentials()));
+  service::StreamService* svc = server_->server()->stream_service();
+  for (const bool copy_out : {false, true}) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    auto rw = stub->Stream(&context);
+    v1::StreamRequest open =
+        RawShmOpen("train", /*batch_size=*/2, /*prefetch=*/3);
+    open.mutable_open()->set_hold(2);
+    open.mutable_open()->set_copy_out(copy_out);
+    ASSERT_TRUE(rw->Write(open));
+    v1::StreamResponse response;
+    ASSERT_TRUE(rw->Read(&response));
+    ASSERT_TRUE(response.has_header());
+    const v1::ShmRing& ring = response.header().shm();
+    EXPECT_EQ(ring.slots(), copy_out ? 3u : 5u);
+    EXPECT_GE(svc->GetStats().bytes_reserved,
+              ring.slots() * ring.slot_bytes() - ring.slots() * 4096);
+    EXPECT_LE(svc->GetStats().bytes_reserved, ring.slots() * ring.slot_bytes());
+    context.TryCancel();
+    // The next round opens the same rank of the same job: wait for this
+    // stream to be gone.
+    ASSERT_TRUE(
+        testing::WaitFor([svc] { return svc->GetStats().open_streams == 0; },
+                         std::chrono::seconds(10)));
+  }
 }
 
 // A consumer that takes each batch as soon as it is built needs few of its

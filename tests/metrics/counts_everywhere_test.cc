@@ -47,8 +47,8 @@ TEST(CountsEverywhereTest, EveryCountReachesGetStatsPrometheusTopAndTheLog) {
   const metrics::DaemonStats before = WithEveryCount(10, 1'000'000'000);
   const metrics::DaemonStats after = WithEveryCount(12, 3'000'000'000);
   v1::DaemonStats before_proto, after_proto;
-  transport::ToProto(before, &before_proto);
-  transport::ToProto(after, &after_proto);
+  rpc::ToProto(before, &before_proto);
+  rpc::ToProto(after, &after_proto);
   const std::string exposition = metrics::RenderExposition(after);
   const cli::TopView top = cli::BuildView(before_proto, after_proto);
   ASSERT_EQ(top.streams.size(), 1u);

@@ -379,5 +379,32 @@ TEST(BuildViewTest, NoTrafficIsIdle) {
   EXPECT_THAT(Render(v, "a"), HasSubstr("no stream open"));
 }
 
+TEST(BuildViewTest, StagingRowsTakeTheirRateAndEtaFromTheInterval) {
+  v1::DaemonStats before = Base(10, 0);
+  v1::StagingStats* b = before.add_staging();
+  b->set_dataset("train");
+  b->set_state("copying");
+  b->set_bytes_total(100 << 20);
+  b->set_bytes_done(20 << 20);
+  b->set_bytes_fetched(20 << 20);
+  v1::DaemonStats after = Base(12, 0);
+  v1::StagingStats* a = after.add_staging();
+  *a = *b;
+  a->set_bytes_done(40 << 20);  // 20 MiB in 2 s: 10 MiB/s, 60 MiB left.
+  a->set_bytes_fetched(40 << 20);
+  a->set_remote_records(5);
+  const TopView v = BuildView(before, after);
+  ASSERT_EQ(v.staging.size(), 1u);
+  const StagingRow& r = v.staging[0];
+  EXPECT_EQ(r.dataset, "train");
+  EXPECT_DOUBLE_EQ(r.percent, 40);
+  EXPECT_DOUBLE_EQ(r.bytes_per_second, 10 << 20);
+  EXPECT_DOUBLE_EQ(r.eta_seconds, 6);
+  EXPECT_EQ(r.remote_records, 5u);
+  const nlohmann::json j = ToJson(v);
+  EXPECT_EQ(j["staging"][0]["state"], "copying");
+  EXPECT_DOUBLE_EQ(j["staging"][0]["eta_seconds"].get<double>(), 6);
+}
+
 }  // namespace
 }  // namespace stoker::cli

@@ -231,6 +231,7 @@ def test_a_stream_waits_for_fences_only_when_they_hold_the_last_slot():
     # batches take every slot.
     stream = Stream.__new__(Stream)
     stream._request = StreamRequest("d", "p", batch_size=1, hold=1)
+    stream._copy_out = False
     stream._releases = releases = Releases()
     call = Sent()
     releases.attach(call)

@@ -44,3 +44,18 @@ def test_every_dtype_has_the_numpy_dtype_of_its_name():
 def test_an_unknown_dtype_is_an_internal_error():
     with pytest.raises(errors.Internal, match="unknown dtype 99"):
         transports.dtype_of(99)
+
+
+def cpp_dtype_table():
+    """{wire number: (name, size)} of the table the daemon and the C++
+    client share (proto/dtype_table.h), read from its source."""
+    text = (ROOT / "proto" / "dtype_table.h").read_text()
+    body = re.search(r"kDTypeTable = \{\{(.*?)\}\};", text, re.S).group(1)
+    rows = re.findall(r'\{(\d+), "(\w+)", (\d+)\}', body)
+    assert len(rows) == body.count("{"), body
+    return {int(wire): (name, int(size)) for wire, name, size in rows}
+
+
+def test_the_numpy_dtypes_are_the_cpp_table():
+    assert {value: (d.name, d.itemsize)
+            for value, d in transports.DTYPES.items()} == cpp_dtype_table()

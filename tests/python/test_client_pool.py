@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import Daemon, write_config
-from stoker._pool import ALIGN, OutputPool
+from stoker._pool import ALIGN, IDLE_TAKES, OutputPool
 
 torch = pytest.importorskip("torch")
 from stoker.torch import Loader  # noqa: E402
@@ -87,6 +87,19 @@ def test_the_pool_keeps_at_most_keep_blocks():
     del kept
     assert pool.free_blocks == 3
     assert pool.free_bytes >= 3 * (4 * 3 * 8 * 8 * 4 + 4 * 8)
+
+
+def test_blocks_left_unused_for_a_while_are_freed():
+    pool = OutputPool(keep=3)
+    kept = [pool.arrays(LAYOUT) for _ in range(3)]  # Held for a while.
+    del kept
+    assert pool.free_blocks == 3
+    # Then one batch at a time: one block goes round, two lie unused.
+    blocks = set()
+    for _ in range(IDLE_TAKES + 1):
+        blocks.add(address(pool.arrays(LAYOUT)))
+    assert pool.free_blocks == 1 and len(blocks) == 1
+    assert pool.allocated == 3  # Nothing new was needed meanwhile.
 
 
 def test_clear_frees_the_pool_and_blocks_in_use_are_not_kept():
@@ -209,6 +222,28 @@ def test_a_loader_that_drops_each_batch_uses_two_blocks(client_daemon):
     # The batch in the loop variable and the one being copied.
     assert len(addresses) == 2
     assert ld.output_pool.allocated == 2
+    ld.close()
+
+
+def test_a_copying_loader_asks_for_a_ring_without_hold_slots(client_daemon):
+    # The copying Loader releases each slot as soon as it has copied it, so
+    # its ring needs prefetch slots only; a zero-copy one keeps the batch it
+    # works on in its slot: prefetch + hold.
+    for zero_copy, slots in ((False, 2), (True, 4)):
+        ld = loader(client_daemon, epochs=1, prefetch=2, hold=2,
+                    zero_copy=zero_copy)
+        assert len(list(batches(ld, 3))) == 3
+        assert ld.stream.ring_slots == slots, zero_copy
+        ld.close()
+
+
+def test_a_copying_loader_reads_on_through_a_ring_of_one_slot(client_daemon):
+    # prefetch 1: one slot, which the daemon can fill again only once the
+    # ack of the batch copied out of it has gone (no ack is kept back).
+    ld = loader(client_daemon, epochs=2, prefetch=1)
+    seen = [(b.epoch, b.step) for b in batches(ld, 12)]
+    assert ld.stream.ring_slots == 1
+    assert seen == sorted(set(seen)) and len(seen) == 12
     ld.close()
 
 

@@ -14,7 +14,7 @@ import pytest
 import xxhash
 
 import stoker
-from conftest import STOKER, run
+from conftest import STOKER, run, wait_for
 
 
 def cli_digest(daemon, *args):
@@ -160,6 +160,25 @@ def test_acks_go_in_pairs_and_the_daemon_counts_each(client_daemon):
         assert stats.wait_seconds > 0 and stats.busy_seconds > 0
         next(s).release()
         assert len(s._releases.pending) == 1  # Kept back for its pair.
+
+
+def test_a_copy_out_stream_has_prefetch_slots_and_acks_each_release(
+        client_daemon):
+    # A consumer that copies each batch out keeps no slot: the ring has
+    # prefetch slots, none for hold, so no ack may wait for a pair.
+    client = stoker.Client(client_daemon.address)
+    request = stoker.StreamRequest("train", "bytes", batch_size=1, epochs=0,
+                                   prefetch=2, hold=3)
+    with stoker.Stream(client, request, transport="shm", copy_out=True) as s:
+        assert s.ring_slots == 2
+        for _ in range(5):
+            next(s).release()
+            assert not s._releases.pending  # Sent at release.
+        assert wait_for(
+            lambda: daemon_stream_stats(client_daemon).acks == 5, 10)
+    with pytest.raises(ValueError, match="copy_out"):
+        stoker.Stream(client, request, transport="shm", copy_out=True,
+                      cuda_device=0)
 
 
 def test_a_kept_back_ack_goes_out_when_the_ring_needs_its_slot(

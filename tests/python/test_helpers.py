@@ -346,7 +346,7 @@ def pinned(core):
 
 def test_a_node_of_one_core_with_a_helper_of_one_core_sends_each_sample_once(
         tmp_path, daemons):
-    # The test: daemons pinned to separate cores stand for machines;
+    # Daemons pinned to separate cores stand for machines;
     # the node places chunks by its default policy (local first), and the
     # trainer gets the node-alone stream byte for byte, each sample once.
     big = big_dataset(tmp_path)

@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 
-namespace stoker::transport {
+namespace stoker::rpc {
 namespace {
 
 // A buffer that says when it is dropped.
@@ -41,7 +41,7 @@ TEST(EncodeTest, APayloadTravelsAsTheBatchPayloadWithoutACopy) {
   auto buffer = std::make_unique<WatchedBuffer>(4096, &dropped);
   for (size_t i = 0; i < 300; ++i) buffer->data()[i] = static_cast<uint8_t>(i);
   const uint8_t* bytes = buffer->data();
-  Handover handover;
+  transport::Handover handover;
   v1::Batch* batch = handover.message.mutable_batch();
   batch->set_epoch(3);
   batch->set_step(7);
@@ -70,7 +70,7 @@ TEST(EncodeTest, APayloadTravelsAsTheBatchPayloadWithoutACopy) {
 }
 
 TEST(EncodeTest, WithoutAPayloadItIsTheMessage) {
-  Handover handover;
+  transport::Handover handover;
   handover.message.mutable_batch()->set_slot(5);
   v1::StreamResponse parsed;
   ASSERT_TRUE(parsed.ParseFromString(Flatten(Encode(std::move(handover)))));
@@ -79,4 +79,4 @@ TEST(EncodeTest, WithoutAPayloadItIsTheMessage) {
 }
 
 }  // namespace
-}  // namespace stoker::transport
+}  // namespace stoker::rpc

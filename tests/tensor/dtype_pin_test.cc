@@ -1,7 +1,8 @@
-// Pins the dtypes of the four places that list them: the stoker.v1 DType
-// enum, server/tensor (and the server's wire conversion), and the C++
-// client. The Python client derives its table from the enum's names, and
-// tests/python/test_client_dtypes.py checks that side.
+// Pins the C++ dtypes to the stoker.v1 DType enum: the table the daemon and
+// the C++ client share (proto/dtype_table.h), server/tensor (and the
+// server's wire conversion), and the C++ client. The Python client derives
+// its table from the enum's names, and tests/python/test_client_dtypes.py
+// checks it against the shared table.
 #include <set>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/lib/internal.h"
 #include "gtest/gtest.h"
+#include "proto/dtype_table.h"
 #include "server/tensor/dtype.h"
 #include "server/transport/wire.h"
 #include "stoker/client.h"
@@ -22,6 +24,21 @@ std::string NameOf(v1::DType value) {
   const std::string proto = v1::DType_Name(value);
   EXPECT_EQ(proto.rfind("DTYPE_", 0), 0u) << proto;
   return absl::AsciiStrToLower(proto.substr(6));
+}
+
+TEST(DTypePinTest, TheSharedTableHasOneRowPerEnumValueUnderItsName) {
+  std::set<int> rows;
+  for (const wire::DTypeRow& row : wire::kDTypeTable) {
+    ASSERT_TRUE(v1::DType_IsValid(row.wire)) << row.name;
+    const auto value = static_cast<v1::DType>(row.wire);
+    ASSERT_NE(value, v1::DTYPE_UNSPECIFIED) << row.name;
+    EXPECT_EQ(NameOf(value), row.name);
+    EXPECT_TRUE(rows.insert(row.wire).second) << row.name;
+    EXPECT_EQ(wire::FindDTypeRow(row.wire), &row);
+  }
+  const auto* descriptor = v1::DType_descriptor();
+  EXPECT_EQ(rows.size() + 1, static_cast<size_t>(descriptor->value_count()));
+  EXPECT_EQ(wire::FindDTypeRow(v1::DTYPE_UNSPECIFIED), nullptr);
 }
 
 TEST(DTypePinTest, TheServerSendsEveryDTypeUnderItsName) {

@@ -309,7 +309,7 @@ struct PipelineSummary {
 };
 
 namespace v1 {
-class DaemonStats;  // proto/stoker/v1/stoker.proto
+class DaemonStats;  // proto/stoker/v1/stats.proto
 }  // namespace v1
 
 // TLS to a daemon's TCP listener (listen.tls). Paths of PEM files.

@@ -8,7 +8,6 @@
 
 #include <cctype>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -18,6 +17,8 @@
 #if STOKER_CUDA_BUILT
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include "server/cuda/cuda_driver.h"
 #endif
 
 namespace stoker {
@@ -50,52 +51,6 @@ DeviceMapping::~DeviceMapping() = default;
 
 namespace {
 
-// The driver calls the import needs, as the runtime hands them out (ABI of
-// CUDA 12.0).
-struct Driver {
-  decltype(&::cuMemImportFromShareableHandle) MemImportFromShareableHandle =
-      nullptr;
-  decltype(&::cuMemRelease) MemRelease = nullptr;
-  decltype(&::cuMemAddressReserve) MemAddressReserve = nullptr;
-  decltype(&::cuMemAddressFree) MemAddressFree = nullptr;
-  decltype(&::cuMemMap) MemMap = nullptr;
-  decltype(&::cuMemUnmap) MemUnmap = nullptr;
-  decltype(&::cuMemSetAccess) MemSetAccess = nullptr;
-  decltype(&::cuDeviceGet) DeviceGet = nullptr;
-  std::string missing;  // The first call the driver lacks.
-};
-
-const Driver& TheDriver() {
-  static const Driver* driver = [] {
-    auto* d = new Driver;
-    auto get = [d](const char* symbol, auto* fn) {
-      if (!d->missing.empty()) return;
-      void* address = nullptr;
-      cudaDriverEntryPointQueryResult found =
-          cudaDriverEntryPointSymbolNotFound;
-      if (cudaGetDriverEntryPointByVersion(symbol, &address, 12000,
-                                           cudaEnableDefault,
-                                           &found) != cudaSuccess ||
-          found != cudaDriverEntryPointSuccess || address == nullptr) {
-        cudaGetLastError();
-        d->missing = symbol;
-        return;
-      }
-      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(address);
-    };
-    get("cuMemImportFromShareableHandle", &d->MemImportFromShareableHandle);
-    get("cuMemRelease", &d->MemRelease);
-    get("cuMemAddressReserve", &d->MemAddressReserve);
-    get("cuMemAddressFree", &d->MemAddressFree);
-    get("cuMemMap", &d->MemMap);
-    get("cuMemUnmap", &d->MemUnmap);
-    get("cuMemSetAccess", &d->MemSetAccess);
-    get("cuDeviceGet", &d->DeviceGet);
-    return d;
-  }();
-  return *driver;
-}
-
 absl::Status RuntimeError(absl::string_view call, cudaError_t e) {
   cudaGetLastError();
   return absl::FailedPreconditionError(
@@ -103,10 +58,10 @@ absl::Status RuntimeError(absl::string_view call, cudaError_t e) {
                    cudaGetErrorString(e), ")"));
 }
 
-absl::Status DriverError(const char* call, CUresult r) {
-  return absl::InternalError(absl::StrCat("mapping the cuda_ipc ring: ", call,
-                                          " failed with CUresult ",
-                                          static_cast<int>(r)));
+// The driver's error, saying what failed.
+absl::Status MapError(absl::Status status) {
+  return absl::Status(status.code(), absl::StrCat("mapping the cuda_ipc ring: ",
+                                                  status.message()));
 }
 
 // The 32 hex digits of a UUID, lower case; empty if it is none.
@@ -209,11 +164,10 @@ absl::StatusOr<std::shared_ptr<DeviceMapping>> DeviceMapping::Map(
                      v1::CudaHandleKind_Name(ring.handle_kind()),
                      " and descriptor ", fd, " cannot be mapped"));
   }
-  const Driver& d = TheDriver();
-  if (!d.missing.empty()) {
+  const cuda::DriverApi& d = cuda::Driver();
+  if (!d.status.ok()) {
     close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("the CUDA driver has no ", d.missing, " (ABI 12.0)"));
+    return MapError(d.status);
   }
   CUmemGenericAllocationHandle handle = 0;
   const CUresult imported = d.MemImportFromShareableHandle(
@@ -222,34 +176,20 @@ absl::StatusOr<std::shared_ptr<DeviceMapping>> DeviceMapping::Map(
   // The import holds the allocation; the descriptor is no longer needed.
   close(fd);
   if (imported != CUDA_SUCCESS) {
-    return DriverError("cuMemImportFromShareableHandle", imported);
+    return MapError(
+        cuda::DriverError(d, "cuMemImportFromShareableHandle", imported));
   }
   mapping->vmm_handle_ = handle;
-  const size_t size = ring.ring_bytes();
-  CUdeviceptr address = 0;
-  if (CUresult r = d.MemAddressReserve(&address, size, 0, 0, 0);
-      r != CUDA_SUCCESS) {
-    return DriverError("cuMemAddressReserve", r);
-  }
-  mapping->bytes_ = size;
-  if (CUresult r = d.MemMap(address, size, 0, handle, 0); r != CUDA_SUCCESS) {
-    d.MemAddressFree(address, size);
-    return DriverError("cuMemMap", r);
-  }
-  mapping->base_ = reinterpret_cast<uint8_t*>(address);
   CUdevice dev;
   if (CUresult r = d.DeviceGet(&dev, device); r != CUDA_SUCCESS) {
-    return DriverError("cuDeviceGet", r);
+    return MapError(cuda::DriverError(d, "cuDeviceGet", r));
   }
-  CUmemAccessDesc access;
-  std::memset(&access, 0, sizeof(access));
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = dev;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (CUresult r = d.MemSetAccess(address, size, &access, 1);
-      r != CUDA_SUCCESS) {
-    return DriverError("cuMemSetAccess", r);
-  }
+  const size_t size = ring.ring_bytes();
+  absl::StatusOr<CUdeviceptr> address =
+      cuda::MapReadWrite(d, handle, size, 0, dev);
+  if (!address.ok()) return MapError(address.status());
+  mapping->bytes_ = size;
+  mapping->base_ = reinterpret_cast<uint8_t*>(*address);
   return mapping;
 }
 
@@ -258,13 +198,8 @@ DeviceMapping::~DeviceMapping() {
     if (base_ != nullptr) cudaIpcCloseMemHandle(base_);
     return;
   }
-  const Driver& d = TheDriver();
-  if (base_ != nullptr) {
-    const CUdeviceptr address = reinterpret_cast<CUdeviceptr>(base_);
-    d.MemUnmap(address, bytes_);
-    d.MemAddressFree(address, bytes_);
-  }
-  if (vmm_handle_ != 0) d.MemRelease(vmm_handle_);
+  cuda::UnmapAndRelease(cuda::Driver(), reinterpret_cast<CUdeviceptr>(base_),
+                        bytes_, vmm_handle_);
 }
 
 #endif  // STOKER_CUDA_BUILT

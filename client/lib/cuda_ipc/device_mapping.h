@@ -1,14 +1,15 @@
-// The client's side of a cuda_ipc ring (CudaIpcRing in stoker.proto): the
-// daemon's device allocation mapped into this process, on the GPU the
-// stream named, from the descriptor the daemon handed over (VMM: imported
-// with cuMemImportFromShareableHandle, mapped with cuMemAddressReserve +
-// cuMemMap, made readable and writable with cuMemSetAccess) or from the
-// legacy handle (cudaIpcOpenMemHandle). The daemon keeps owning the
-// memory; a mapping only keeps it alive until unmapped.
+// The client's side of a cuda_ipc ring (CudaIpcRing in local_transports.proto):
+// the daemon's device allocation mapped into this process, on the GPU the
+// stream named, from the descriptor the daemon handed over (VMM: imported with
+// cuMemImportFromShareableHandle, mapped with cuMemAddressReserve + cuMemMap,
+// made readable and writable with cuMemSetAccess) or from the legacy handle
+// (cudaIpcOpenMemHandle). The daemon keeps owning the memory; a mapping only
+// keeps it alive until unmapped.
 //
-// The driver API is reached through the runtime
-// (cudaGetDriverEntryPointByVersion), so the library links no libcuda.
-// Built without CUDA, every call is FAILED_PRECONDITION saying so.
+// The driver calls, the mapping and the teardown are the daemon's
+// (server/cuda/cuda_driver.h, reached through the runtime), so the library
+// links no libcuda. Built without CUDA, every call is FAILED_PRECONDITION
+// saying so.
 //
 // Thread-safe: a mapping is immutable; views of it may be used anywhere.
 #ifndef STOKER_CLIENT_LIB_CUDA_IPC_DEVICE_MAPPING_H_

@@ -1,8 +1,8 @@
-// The client's end of an shm stream's notice socket (see NoticeSocket in
-// stoker.proto): after the stream header, the daemon announces each batch
-// here instead of on the gRPC call, and the client sends its acks here. A
-// read and a write on the trainer's own thread cost a system call each,
-// where a gRPC message costs thread hand-overs inside gRPC.
+// The client's end of an shm or cuda_ipc stream's notice socket (see
+// NoticeSocket in local_transports.proto): after the stream header, the daemon
+// announces each batch here instead of on the gRPC call, and the client sends
+// its acks here. A read and a write on the trainer's own thread cost a system
+// call each, where a gRPC message costs thread hand-overs inside gRPC.
 //
 // Frames both ways are a 4-byte little-endian length, then that many bytes
 // (at most kMaxNoticeFrameBytes) of a serialized message.
@@ -24,7 +24,7 @@
 
 namespace stoker {
 
-// The bound both sides of the socket keep (stoker.proto: NoticeFrame).
+// The bound both sides keep (local_transports.proto: NoticeFrame).
 inline constexpr size_t kMaxNoticeFrameBytes = v1::NOTICE_FRAME_MAX_BYTES;
 
 class NoticeSocket : public ClientSideChannel {

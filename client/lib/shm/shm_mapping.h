@@ -1,5 +1,5 @@
-// The client's side of a shm ring (see ShmRing in stoker.proto): fetching
-// its descriptor from the daemon's fd socket and mapping it read-only.
+// The client's side of a shm ring (see ShmRing in local_transports.proto):
+// fetching its descriptor from the daemon's fd socket and mapping it read-only.
 #ifndef STOKER_CLIENT_LIB_SHM_SHM_MAPPING_H_
 #define STOKER_CLIENT_LIB_SHM_SHM_MAPPING_H_
 
@@ -45,8 +45,8 @@ absl::StatusOr<int> FetchDescriptor(const std::string& path,
 absl::Status SlotOutOfRange(const v1::Batch& b, const char* ring,
                             uint32_t slots);
 
-// Fetches and maps a stream's ring: connects to the daemon's fd socket,
-// sends the token and receives the memfd (see ShmRing in stoker.proto).
+// Fetches and maps a stream's ring: connects to the daemon's fd socket, sends
+// the token and receives the memfd (see ShmRing in local_transports.proto).
 absl::StatusOr<std::shared_ptr<ShmMapping>> MapShmRing(const v1::ShmRing& ring);
 
 }  // namespace stoker

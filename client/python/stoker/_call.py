@@ -119,9 +119,9 @@ class Call:
 
 class NoticeCall:
     """A Stream call over shm whose batches come on the notice socket
-    (NoticeSocket in stoker.proto): the call carried the header and will
-    carry the final status; batches are read, and acks written, on the
-    socket by the consumer's own thread. A message on the call costs this
+    (NoticeSocket in local_transports.proto): the call carried the header
+    and will carry the final status; batches are read, and acks written, on
+    the socket by the consumer's own thread. A message on the call costs this
     process several thread hand-overs inside grpcio; a frame on the socket
     costs one system call.
 
@@ -130,7 +130,7 @@ class NoticeCall:
     for OK, grpc.RpcError otherwise). send() may be called from any thread.
     """
 
-    # The bound both sides of the socket keep (stoker.proto: NoticeFrame).
+    # The bound both sides keep (local_transports.proto: NoticeFrame).
     MAX_FRAME = int(pb.NOTICE_FRAME_MAX_BYTES)
 
     def __init__(self, call: Call, sock: socket.socket,

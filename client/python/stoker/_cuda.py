@@ -2,8 +2,8 @@
 (libcuda.so.1, called with ctypes: nothing is compiled).
 
 - unavailable(): why this process cannot put batches on a GPU, or None.
-- DeviceRing: a cuda_ipc ring (CudaIpcRing in stoker.proto) mapped on one
-  GPU, and its slots' tensors as torch tensors without a copy.
+- DeviceRing: a cuda_ipc ring (CudaIpcRing in local_transports.proto)
+  mapped on one GPU, and its slots' tensors as torch tensors without a copy.
 - HostRegistration: host memory (an shm ring) page-locked, so that copies
   from it to the GPU run asynchronously.
 - fence(): a CUDA event on a GPU's current stream, which a release waits

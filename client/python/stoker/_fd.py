@@ -1,5 +1,6 @@
 """The descriptors of a stream's rings, fetched from the daemon's descriptor
-socket (ShmRing and CudaIpcRing in stoker.proto), and the shm ring mapped."""
+socket (ShmRing and CudaIpcRing in local_transports.proto), and the shm ring
+mapped."""
 import mmap
 import os
 import socket
@@ -10,8 +11,8 @@ from ._proto.stoker.v1 import stoker_pb2 as pb
 
 def fetch_fd(fd_socket: str, token: bytes, what: str) -> int:
     """Fetches the descriptor of a stream's ring (`what`) from the daemon's
-    descriptor socket, as ShmRing in stoker.proto says: connects, sends the
-    token, receives the descriptor, which the caller then owns.
+    descriptor socket, as ShmRing in local_transports.proto says: connects,
+    sends the token, receives the descriptor, which the caller then owns.
     FailedPrecondition if the socket cannot be reached, PermissionDenied if
     the daemon refuses to hand the descriptor over."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -23,9 +23,13 @@ to a full pool takes the place of the oldest free block, which is freed.
 It never allocates ahead: it holds as many blocks as the consumer held
 batches at once, up to `keep`. A consumer that keeps every batch finds the
 pool empty each time and gets fresh memory, as without a pool; once it lets
-them go, `keep` of them stay and the rest are freed. clear() frees the free
-blocks, and blocks still in use are freed when they come back instead of
-being kept.
+them go, `keep` of them stay and the rest are freed. Blocks are taken most
+recently returned first, so a consumer that held more batches for a while
+than it does now leaves the extra blocks unused at the old end of the pool:
+a free block that was not taken while IDLE_TAKES blocks were is freed, and
+the pool shrinks back to what the consumer holds now. clear() frees the
+free blocks, and blocks still in use are freed when they come back instead
+of being kept.
 
 Thread-safety: arrays() and clear() are for one thread at a time; blocks
 come back on any thread (a weak reference's callback runs wherever the last
@@ -47,6 +51,8 @@ Block = npt.NDArray[np.uint8]
 ALIGN = 64
 # Blocks are whole pages.
 _PAGE = 4096
+# A free block not taken while this many blocks were is freed.
+IDLE_TAKES = 16
 
 
 def _round_up(n: int, to: int) -> int:
@@ -62,9 +68,11 @@ class OutputPool:
             raise ValueError(f"keep must be >= 0, got {keep}")
         self.keep = keep
         # Free blocks, the most recently returned last, each with the offset
-        # of its first aligned byte. The deque's maxlen is the bound:
-        # appending to a full one drops its oldest block.
-        self._free: Deque[Tuple[Block, int]] = collections.deque(maxlen=keep)
+        # of its first aligned byte and the count of blocks taken when it
+        # came back. The deque's maxlen is the bound: appending to a full
+        # one drops its oldest block.
+        self._free: Deque[Tuple[Block, int, int]] = collections.deque(
+            maxlen=keep)
         # The blocks in use, by the id of a weak reference to what keeps
         # each in use (see _lease): (the reference, generation, block,
         # offset). The reference's callback returns the block. (By id: a
@@ -90,7 +98,7 @@ class OutputPool:
     @property
     def free_bytes(self) -> int:
         """Bytes of the blocks in the pool now."""
-        return sum(int(b.nbytes) for b, _ in list(self._free))
+        return sum(int(b.nbytes) for b, _, _ in list(self._free))
 
     def clear(self) -> None:
         """Frees the free blocks; blocks in use are freed when they come
@@ -135,9 +143,14 @@ class OutputPool:
         """A block of at least `size` bytes from its aligned offset, and
         that offset."""
         free = self._free
+        taken = self.allocated + self.reused
+        # Blocks left unused at the old end while IDLE_TAKES were taken.
+        # (Only this thread takes from the deque; others only append.)
+        while free and taken - free[0][2] >= IDLE_TAKES:
+            free.popleft()
         while True:
             try:
-                block, skip = free.pop()
+                block, skip, _ = free.pop()
             except IndexError:
                 break
             if block.nbytes - skip >= size:
@@ -158,4 +171,4 @@ class OutputPool:
         oldest block)."""
         _, generation, block, skip = self._leased.pop(id(ref))
         if self._generation == generation:
-            self._free.append((block, skip))
+            self._free.append((block, skip, self.allocated + self.reused))

@@ -41,11 +41,14 @@ class Releases:
     checked by the stream's thread (and close()), never by a release.
     """
 
-    __slots__ = ("state", "pending", "fenced", "_settling")
+    __slots__ = ("state", "pending", "fenced", "pair", "_settling")
 
     PAIR = 2  # Acks sent together.
 
-    def __init__(self) -> None:
+    def __init__(self, pair: int = PAIR) -> None:
+        # Acks sent together: 1 sends each at its release (a stream whose
+        # ring has no slot for a held-back ack, see Stream's copy_out).
+        self.pair = pair
         # (generation, the call acks go to, whether it takes AckLists)
         self.state: Tuple[int, Optional[AnyCall], bool] = (0, None, False)
         self.pending: Deque[pb.Ack] = collections.deque()
@@ -79,7 +82,7 @@ class Releases:
             return
         pending = self.pending
         pending.append(ack)
-        if len(pending) >= self.PAIR:
+        if len(pending) >= self.pair:
             self.flush()
 
     def flush(self) -> None:

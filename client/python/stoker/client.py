@@ -123,7 +123,7 @@ class Client:
                                pb.ListDatasetsRequest())
         return [DatasetInfo(d.name, d.num_samples, d.num_shards, d.bytes,
                             tuple(d.classes), tuple(d.fields),
-                            d.manifest_digest, d.content_digest)
+                            d.manifest_digest, d.content_digest, d.staging)
                 for d in response.datasets]
 
     def dataset(self, name: str) -> DatasetInfo:

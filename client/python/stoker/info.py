@@ -40,6 +40,10 @@ class DatasetInfo:
     # Which samples these are, from the daemon's records: equal on two
     # daemons only for the same samples; "" when they cannot prove it.
     content_digest: str = ""
+    # While the daemon stages the dataset from its `source` and streams
+    # cannot open on it yet: where the copy is (percent, bytes, rate, ETA)
+    # or why it failed; "" once it is served.
+    staging: str = ""
 
 
 @dataclass(frozen=True)

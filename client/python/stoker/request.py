@@ -115,8 +115,11 @@ class StreamRequest:
                                 f"a parameter of the caller")
         return cls(**values)
 
-    def to_proto(self, start: Position,
-                 transport: Transport) -> pb.StreamRequest:
+    def to_proto(self, start: Position, transport: Transport,
+                 copy_out: bool = False) -> pb.StreamRequest:
+        """The open message at `start` over `transport`; `copy_out`: the
+        consumer copies each batch out of its slot and releases it at once
+        (OpenStream.copy_out; see Stream)."""
         request = pb.StreamRequest()
         o = request.open
         for field in dataclasses.fields(self):
@@ -126,4 +129,5 @@ class StreamRequest:
         transport.prepare(o)
         if transport.ack_on_release:
             o.hold = self.hold
+            o.copy_out = copy_out
         return request

@@ -71,6 +71,13 @@ class Stream:
     can come, next() raises ResourceExhausted instead of waiting forever
     (release or copy batches, raise ``hold``, or use transport 'grpc').
 
+    ``copy_out`` says that the consumer copies each batch out of its slot
+    and releases it before it asks for the next (stoker.torch.Loader
+    without zero_copy): the daemon then makes the ring ``prefetch`` slots,
+    without the ``hold`` ones, and each ack goes out as the batch is
+    released, not two to a message. The consumer must not page-lock the
+    ring, so it is for a stream without ``cuda_device``.
+
     Iteration ends after the last batch of the last epoch (never with
     epochs=0) or after close(). A Stream is used by one thread at a time;
     close() may be called from any thread and interrupts a waiting read.
@@ -83,10 +90,15 @@ class Stream:
                  transport: str = "auto",
                  start: Tuple[int, int] = (0, 0),
                  reconnect_timeout: float = 30.0,
-                 cuda_device: Optional[int] = None) -> None:
+                 cuda_device: Optional[int] = None,
+                 copy_out: bool = False) -> None:
         self._closed = True  # Until opened, for __del__.
         if not isinstance(request, StreamRequest):
             raise TypeError("request must be a StreamRequest")
+        if copy_out and cuda_device is not None:
+            raise ValueError("copy_out is for a consumer on the CPU: one "
+                             "with a cuda_device page-locks the ring")
+        self._copy_out = bool(copy_out)
         self._client = client
         self._request = request
         self.cuda_device = cuda_device
@@ -101,7 +113,7 @@ class Stream:
         # The open call's transport; until the first open, one that holds
         # nothing (close() closes it whatever it is).
         self._transport = transports.Transport()
-        self._releases = Releases()
+        self._releases = Releases(pair=1 if copy_out else Releases.PAIR)
         # weakref.finalize of this ring's unreleased batches.
         self._held: List[weakref.finalize] = []
         self.reconnects = 0
@@ -143,6 +155,11 @@ class Stream:
         """True when the shm ring is page-locked for copies to
         cuda_device."""
         return self._transport.pinned
+
+    @property
+    def ring_slots(self) -> int:
+        """Slots of the stream's ring (shm, cuda_ipc); 0 over grpc."""
+        return self._transport.slots
 
     @property
     def request(self) -> StreamRequest:
@@ -230,12 +247,14 @@ class Stream:
         once their fences complete (waiting: no batch could come before).
         Acks held back (see Releases) must not cost the daemon its
         prefetch: the ring has prefetch + hold slots, so they are flushed
-        once held + fenced + held back > hold."""
+        once held + fenced + held back > hold (for copy_out, whose ring
+        has no hold slots: at once)."""
         releases = self._releases
         self._held = [f for f in self._held if f.alive]
         releases.settle(
             wait=len(self._held) + len(releases.fenced) - slots + 1)
-        hold = max(1, self._request.hold)  # The daemon takes 0 as 1.
+        # The daemon takes hold 0 as 1, and copy_out as 0.
+        hold = 0 if self._copy_out else max(1, self._request.hold)
         if len(self._held) + len(releases.fenced) + len(
                 releases.pending) > hold:
             releases.flush()
@@ -395,7 +414,8 @@ class Stream:
             self._client.check_socket()
         self._client.wait_ready(deadline)
         rpc = Call(self._client,
-                   self._request.to_proto(self._position, transport),
+                   self._request.to_proto(self._position, transport,
+                                          self._copy_out),
                    read_ahead=transport.read_ahead)
         call: AnyCall = rpc
         try:

@@ -80,8 +80,10 @@ trainer that drops each batch, as a training loop does, so cycles through
 two blocks, already in memory, instead of faulting in a fresh one a batch
 (9,400 page faults for 38.5 MB). The pool keeps at most ``hold + 2`` free
 blocks; a trainer that keeps more batches gets fresh memory for them, and
-once it lets them go the blocks beyond that are freed. ``close()`` frees
-the pool's blocks. With ``zero_copy=True`` the CPU tensors are views of the slot instead (no
+once it lets them go the blocks beyond that are freed, and so is a free
+block left unused while 16 batches were copied. ``close()`` frees
+the pool's blocks. Such a Loader keeps no batch in the ring, so its stream
+asks for one without hold slots (Stream's copy_out): ``prefetch`` slots. With ``zero_copy=True`` the CPU tensors are views of the slot instead (no
 copy): they are read-only (writing to them in place crashes the process:
 the mapping is read-only) and valid only until the Loader yields the next
 batch or the loop ends, when the slot goes back to the daemon; ``.clone()``
@@ -143,7 +145,10 @@ class Loader:
     required.
     `epochs` is the number of epochs to serve (None or 0: no bound);
     `start` the first position. rank, world_size and job_id default to the
-    distributed context. `hold` is as for Client.stream;
+    distributed context. `hold` is as for Client.stream where the tensors
+    view the ring (zero_copy, cuda_ipc) or are copied from it to a GPU;
+    a Loader that copies batches out on the CPU keeps none in the ring,
+    and `hold` bounds its output pool instead (hold + 2 free blocks);
     `zero_copy` (shm on the CPU only) yields views of the shm slot, valid
     until the next batch, instead of copies (see the module comment).
     `device` is where the tensors go (None: the CPU); transport 'cuda_ipc'
@@ -356,7 +361,8 @@ class Loader:
                                   transport=self._transport,
                                   start=self._position,
                                   reconnect_timeout=self._reconnect_timeout,
-                                  cuda_device=self._cuda_device())
+                                  cuda_device=self._cuda_device(),
+                                  copy_out=self._copies())
             self._say_transport(self._stream)
             if self._num_samples is None:
                 self._num_samples = self._stream.info.num_samples
@@ -375,6 +381,11 @@ class Loader:
                     f"{steps}; using the daemon's", RuntimeWarning)
                 self._steps = header_steps
         return self._stream
+
+    def _copies(self) -> bool:
+        """Whether batches from an shm slot are copied out of it (into the
+        output pool) and the slot released at once."""
+        return not self._zero_copy and self._device.type == "cpu"
 
     def _cuda_device(self) -> Optional[int]:
         return self._device.index if self._device.type == "cuda" else None

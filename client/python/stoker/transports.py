@@ -317,10 +317,10 @@ def _say_once(message: str) -> None:
 
 class CudaIpcTransport(Transport):
     """Tensors lie in a slot of the stream's ring of device buffers on the
-    consumer's GPU (CudaIpcRing in stoker.proto), which this transport maps
-    when the stream opens (_cuda.DeviceRing); each array is a torch tensor
-    on that GPU viewing the slot (no copy). The daemon announces a batch
-    (on the notice socket, as over shm) only once it is complete on the
+    consumer's GPU (CudaIpcRing in local_transports.proto), which this
+    transport maps when the stream opens (_cuda.DeviceRing); each array is a
+    torch tensor on that GPU viewing the slot (no copy). The daemon announces a
+    batch (on the notice socket, as over shm) only once it is complete on the
     device, so its tensors may be read on any CUDA stream at once.
 
     The slot is the consumer's until the batch is released, as over shm.

@@ -7,84 +7,18 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/cuda/cuda_driver.h"
 
 namespace stoker::transport {
 namespace {
 
-// The driver calls used here, as the runtime hands them out (ABI of CUDA
-// 12.0, which every driver of CUDA 12 and 13 provides).
-struct Driver {
-  decltype(&::cuDeviceGet) DeviceGet = nullptr;
-  decltype(&::cuDeviceGetAttribute) DeviceGetAttribute = nullptr;
-  decltype(&::cuGetErrorName) GetErrorName = nullptr;
-  decltype(&::cuMemGetAllocationGranularity) MemGetAllocationGranularity =
-      nullptr;
-  decltype(&::cuMemCreate) MemCreate = nullptr;
-  decltype(&::cuMemRelease) MemRelease = nullptr;
-  decltype(&::cuMemAddressReserve) MemAddressReserve = nullptr;
-  decltype(&::cuMemAddressFree) MemAddressFree = nullptr;
-  decltype(&::cuMemMap) MemMap = nullptr;
-  decltype(&::cuMemUnmap) MemUnmap = nullptr;
-  decltype(&::cuMemSetAccess) MemSetAccess = nullptr;
-  decltype(&::cuMemExportToShareableHandle) MemExportToShareableHandle =
-      nullptr;
-  absl::Status status;  // Why the driver cannot be used, if it cannot.
-};
+using cuda::DriverApi;
+using cuda::DriverError;
 
 std::string RuntimeError(std::string_view call, cudaError_t error) {
   return absl::StrCat(absl::string_view(call.data(), call.size()),
                       " failed with ", cudaGetErrorName(error), " (",
                       cudaGetErrorString(error), ")");
-}
-
-template <typename F>
-void Get(const char* symbol, F* fn, absl::Status* status) {
-  if (!status->ok()) return;
-  void* address = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t e = cudaGetDriverEntryPointByVersion(
-      symbol, &address, 12000, cudaEnableDefault, &found);
-  if (e != cudaSuccess || found != cudaDriverEntryPointSuccess ||
-      address == nullptr) {
-    *status = absl::FailedPreconditionError(absl::StrCat(
-        "the CUDA driver has no ", symbol, " (ABI 12.0): ",
-        e != cudaSuccess ? RuntimeError("cudaGetDriverEntryPointByVersion", e)
-                         : "symbol not found"));
-    cudaGetLastError();
-    return;
-  }
-  *fn = reinterpret_cast<F>(address);
-}
-
-const Driver& TheDriver() {
-  static const Driver* driver = [] {
-    auto* d = new Driver;
-    absl::Status& s = d->status;
-    Get("cuDeviceGet", &d->DeviceGet, &s);
-    Get("cuDeviceGetAttribute", &d->DeviceGetAttribute, &s);
-    Get("cuGetErrorName", &d->GetErrorName, &s);
-    Get("cuMemGetAllocationGranularity", &d->MemGetAllocationGranularity, &s);
-    Get("cuMemCreate", &d->MemCreate, &s);
-    Get("cuMemRelease", &d->MemRelease, &s);
-    Get("cuMemAddressReserve", &d->MemAddressReserve, &s);
-    Get("cuMemAddressFree", &d->MemAddressFree, &s);
-    Get("cuMemMap", &d->MemMap, &s);
-    Get("cuMemUnmap", &d->MemUnmap, &s);
-    Get("cuMemSetAccess", &d->MemSetAccess, &s);
-    Get("cuMemExportToShareableHandle", &d->MemExportToShareableHandle, &s);
-    return d;
-  }();
-  return *driver;
-}
-
-absl::Status DriverError(const Driver& d, const char* call, CUresult r) {
-  const char* name = nullptr;
-  if (d.GetErrorName == nullptr || d.GetErrorName(r, &name) != CUDA_SUCCESS) {
-    name = nullptr;
-  }
-  return absl::InternalError(
-      absl::StrCat(call, " failed with ", name != nullptr ? name : "CUresult ",
-                   name != nullptr ? "" : absl::StrCat(static_cast<int>(r))));
 }
 
 // Makes `device` current on this thread, with its primary context, which
@@ -116,7 +50,7 @@ CUmemAllocationProp VmmProp(CUdevice dev) {
 }  // namespace
 
 absl::StatusOr<GpuSharingSupport> QuerySharingSupport(int device) {
-  const Driver& d = TheDriver();
+  const DriverApi& d = cuda::Driver();
   if (!d.status.ok()) return d.status;
   if (absl::Status s = UseDevice(device); !s.ok()) return s;
   CUdevice dev;
@@ -168,7 +102,7 @@ absl::StatusOr<std::unique_ptr<DeviceRingMemory>> DeviceRingMemory::Create(
     memory->legacy_handle_.assign(handle.reserved, sizeof(handle.reserved));
     return memory;
   }
-  const Driver& d = TheDriver();
+  const DriverApi& d = cuda::Driver();
   if (!d.status.ok()) return d.status;
   CUdevice dev;
   if (CUresult r = d.DeviceGet(&dev, device); r != CUDA_SUCCESS) {
@@ -187,26 +121,11 @@ absl::StatusOr<std::unique_ptr<DeviceRingMemory>> DeviceRingMemory::Create(
     return DriverError(d, "cuMemCreate", r);
   }
   memory->vmm_handle_ = handle;
-  CUdeviceptr address = 0;
-  if (CUresult r = d.MemAddressReserve(&address, size, granularity, 0, 0);
-      r != CUDA_SUCCESS) {
-    return DriverError(d, "cuMemAddressReserve", r);
-  }
+  absl::StatusOr<CUdeviceptr> address =
+      cuda::MapReadWrite(d, handle, size, granularity, dev);
+  if (!address.ok()) return address.status();
   memory->bytes_ = size;
-  memory->data_ = reinterpret_cast<uint8_t*>(address);
-  if (CUresult r = d.MemMap(address, size, 0, handle, 0); r != CUDA_SUCCESS) {
-    d.MemAddressFree(address, size);
-    memory->data_ = nullptr;
-    return DriverError(d, "cuMemMap", r);
-  }
-  CUmemAccessDesc access;
-  std::memset(&access, 0, sizeof(access));
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (CUresult r = d.MemSetAccess(address, size, &access, 1);
-      r != CUDA_SUCCESS) {
-    return DriverError(d, "cuMemSetAccess", r);
-  }
+  memory->data_ = reinterpret_cast<uint8_t*>(*address);
   int fd = -1;
   if (CUresult r = d.MemExportToShareableHandle(
           &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -223,13 +142,8 @@ DeviceRingMemory::~DeviceRingMemory() {
     if (data_ != nullptr) cudaFree(data_);
     return;
   }
-  const Driver& d = TheDriver();
-  if (data_ != nullptr) {
-    const CUdeviceptr address = reinterpret_cast<CUdeviceptr>(data_);
-    d.MemUnmap(address, bytes_);
-    d.MemAddressFree(address, bytes_);
-  }
-  if (vmm_handle_ != 0) d.MemRelease(vmm_handle_);
+  cuda::UnmapAndRelease(cuda::Driver(), reinterpret_cast<CUdeviceptr>(data_),
+                        bytes_, vmm_handle_);
 }
 
 }  // namespace stoker::transport

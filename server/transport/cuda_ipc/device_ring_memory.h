@@ -9,9 +9,10 @@
 //     descriptor socket hands over with SCM_RIGHTS;
 //   kLegacyIpc: cudaMalloc, and its cudaIpcGetMemHandle.
 //
-// The driver API is reached through the runtime
-// (cudaGetDriverEntryPointByVersion): nothing links libcuda, so binaries
-// start on machines without a driver. Only built with CUDA.
+// The driver calls, the mapping and the teardown are those the client's
+// mapping of the ring uses too (server/cuda/cuda_driver.h): nothing links
+// libcuda, so binaries start on machines without a driver. Only built with
+// CUDA.
 //
 // Thread-compatible: made and destroyed by one stream's delivery; data()
 // may be used from any thread.

@@ -9,9 +9,9 @@
 // Only a peer whose uid is the daemon's (or root), or whose gid is the
 // configured group, gets a descriptor: a memfd can be opened by nobody else.
 //
-// A token may also name a connection wanted by its stream (the notice
-// socket, see NoticeSocket in stoker.proto): such a peer gets the byte 1,
-// and the connection is handed over to whoever registered the token.
+// A token may also name a connection wanted by its stream (the notice socket,
+// see NoticeSocket in local_transports.proto): such a peer gets the byte 1, and
+// the connection is handed over to whoever registered the token.
 //
 // No connection can hold up another: one thread polls every connection that
 // has yet to present its token, each must do so within kTokenWait of being

@@ -1,8 +1,8 @@
-// NoticeChannel: the notice socket of one shm stream (NoticeSocket in
-// stoker.proto). Batches are announced to the client as frames on a unix
-// socket connection, and its acks come back on it, instead of as messages
-// on the gRPC call, which cost the trainer thread hand-overs in its gRPC
-// library.
+// NoticeChannel: the notice socket of one shm or cuda_ipc stream (NoticeSocket
+// in local_transports.proto). Batches are announced to the client as frames on
+// a unix socket connection, and its acks come back on it, instead of as
+// messages on the gRPC call, which cost the trainer thread hand-overs in its
+// gRPC library.
 //
 // The channel registers a one-time token with the FdServer; the client
 // presents it on the fd socket, and the FdServer hands the connection over.
@@ -34,7 +34,7 @@ namespace stoker::transport {
 class NoticeChannel : public SideChannel,
                       public std::enable_shared_from_this<NoticeChannel> {
  public:
-  // The bound both sides of the socket keep (stoker.proto: NoticeFrame).
+  // The bound both sides keep (local_transports.proto: NoticeFrame).
   static constexpr size_t kMaxFrameBytes = v1::NOTICE_FRAME_MAX_BYTES;
 
   // request: a frame from the client; lost: the client closed the

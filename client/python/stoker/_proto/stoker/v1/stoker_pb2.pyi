@@ -1,15 +1,36 @@
+from . import local_transports_pb2 as _local_transports_pb2
+from . import stats_pb2 as _stats_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+from .local_transports_pb2 import CudaIpcRing as CudaIpcRing
+from .local_transports_pb2 import NoticeSocket as NoticeSocket
+from .local_transports_pb2 import ShmRing as ShmRing
+from .local_transports_pb2 import CudaHandleKind as CudaHandleKind
+from .local_transports_pb2 import NoticeFrame as NoticeFrame
+from .stats_pb2 import GetStatsRequest as GetStatsRequest
+from .stats_pb2 import StageLatency as StageLatency
+from .stats_pb2 import StreamStats as StreamStats
+from .stats_pb2 import LabelStats as LabelStats
+from .stats_pb2 import WorkerPoolStats as WorkerPoolStats
+from .stats_pb2 import MemoryStats as MemoryStats
+from .stats_pb2 import StorageStats as StorageStats
+from .stats_pb2 import ErrorCount as ErrorCount
+from .stats_pb2 import DaemonStats as DaemonStats
+from .stats_pb2 import StagingStats as StagingStats
+from .stats_pb2 import NamedValue as NamedValue
+from .stats_pb2 import HelperStats as HelperStats
+from .stats_pb2 import DatasetHealth as DatasetHealth
+from .stats_pb2 import ShardDamage as ShardDamage
 COMPRESSION_AUTO: Compression
 COMPRESSION_NONE: Compression
 COMPRESSION_ZSTD: Compression
-CUDA_HANDLE_LEGACY_IPC: CudaHandleKind
-CUDA_HANDLE_UNSPECIFIED: CudaHandleKind
-CUDA_HANDLE_VMM_POSIX_FD: CudaHandleKind
+CUDA_HANDLE_LEGACY_IPC: _local_transports_pb2.CudaHandleKind
+CUDA_HANDLE_UNSPECIFIED: _local_transports_pb2.CudaHandleKind
+CUDA_HANDLE_VMM_POSIX_FD: _local_transports_pb2.CudaHandleKind
 DESCRIPTOR: _descriptor.FileDescriptor
 DTYPE_BOOL: DType
 DTYPE_FLOAT16: DType
@@ -22,8 +43,8 @@ DTYPE_INT8: DType
 DTYPE_UINT16: DType
 DTYPE_UINT8: DType
 DTYPE_UNSPECIFIED: DType
-NOTICE_FRAME_MAX_BYTES: NoticeFrame
-NOTICE_FRAME_UNSPECIFIED: NoticeFrame
+NOTICE_FRAME_MAX_BYTES: _local_transports_pb2.NoticeFrame
+NOTICE_FRAME_UNSPECIFIED: _local_transports_pb2.NoticeFrame
 TRANSPORT_CUDA_IPC: Transport
 TRANSPORT_GRPC: Transport
 TRANSPORT_SHM: Transport
@@ -75,70 +96,8 @@ class Batch(_message.Message):
     tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ..., sample_ids: _Optional[_Iterable[int]] = ..., skipped_ids: _Optional[_Iterable[int]] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., slot: _Optional[int] = ..., shared: bool = ..., in_shared_ring: bool = ..., sample_reps: _Optional[_Iterable[int]] = ..., skipped_reps: _Optional[_Iterable[int]] = ..., compression: _Optional[_Union[Compression, str]] = ..., decoded_bytes: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
-class CudaIpcRing(_message.Message):
-    __slots__ = ["fd_socket", "fell_back", "gpu_uuid", "handle_kind", "legacy_handle", "ring_bytes", "slot_bytes", "slots", "token"]
-    FD_SOCKET_FIELD_NUMBER: _ClassVar[int]
-    FELL_BACK_FIELD_NUMBER: _ClassVar[int]
-    GPU_UUID_FIELD_NUMBER: _ClassVar[int]
-    HANDLE_KIND_FIELD_NUMBER: _ClassVar[int]
-    LEGACY_HANDLE_FIELD_NUMBER: _ClassVar[int]
-    RING_BYTES_FIELD_NUMBER: _ClassVar[int]
-    SLOTS_FIELD_NUMBER: _ClassVar[int]
-    SLOT_BYTES_FIELD_NUMBER: _ClassVar[int]
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
-    fd_socket: str
-    fell_back: _containers.RepeatedScalarFieldContainer[str]
-    gpu_uuid: str
-    handle_kind: CudaHandleKind
-    legacy_handle: bytes
-    ring_bytes: int
-    slot_bytes: int
-    slots: int
-    token: bytes
-    def __init__(self, gpu_uuid: _Optional[str] = ..., handle_kind: _Optional[_Union[CudaHandleKind, str]] = ..., fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ..., ring_bytes: _Optional[int] = ..., legacy_handle: _Optional[bytes] = ..., fell_back: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class DaemonStats(_message.Message):
-    __slots__ = ["datasets", "errors", "helpers", "labels", "latency_bounds_seconds", "memory", "open_streams", "placing_remote", "pool", "storage", "streams", "transport_values", "uptime_seconds"]
-    DATASETS_FIELD_NUMBER: _ClassVar[int]
-    ERRORS_FIELD_NUMBER: _ClassVar[int]
-    HELPERS_FIELD_NUMBER: _ClassVar[int]
-    LABELS_FIELD_NUMBER: _ClassVar[int]
-    LATENCY_BOUNDS_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
-    OPEN_STREAMS_FIELD_NUMBER: _ClassVar[int]
-    PLACING_REMOTE_FIELD_NUMBER: _ClassVar[int]
-    POOL_FIELD_NUMBER: _ClassVar[int]
-    STORAGE_FIELD_NUMBER: _ClassVar[int]
-    STREAMS_FIELD_NUMBER: _ClassVar[int]
-    TRANSPORT_VALUES_FIELD_NUMBER: _ClassVar[int]
-    UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    datasets: _containers.RepeatedCompositeFieldContainer[DatasetHealth]
-    errors: _containers.RepeatedCompositeFieldContainer[ErrorCount]
-    helpers: _containers.RepeatedCompositeFieldContainer[HelperStats]
-    labels: _containers.RepeatedCompositeFieldContainer[LabelStats]
-    latency_bounds_seconds: _containers.RepeatedScalarFieldContainer[float]
-    memory: MemoryStats
-    open_streams: int
-    placing_remote: bool
-    pool: WorkerPoolStats
-    storage: _containers.RepeatedCompositeFieldContainer[StorageStats]
-    streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
-    transport_values: _containers.RepeatedCompositeFieldContainer[NamedValue]
-    uptime_seconds: float
-    def __init__(self, uptime_seconds: _Optional[float] = ..., open_streams: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., labels: _Optional[_Iterable[_Union[LabelStats, _Mapping]]] = ..., pool: _Optional[_Union[WorkerPoolStats, _Mapping]] = ..., memory: _Optional[_Union[MemoryStats, _Mapping]] = ..., storage: _Optional[_Iterable[_Union[StorageStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorCount, _Mapping]]] = ..., latency_bounds_seconds: _Optional[_Iterable[float]] = ..., datasets: _Optional[_Iterable[_Union[DatasetHealth, _Mapping]]] = ..., helpers: _Optional[_Iterable[_Union[HelperStats, _Mapping]]] = ..., placing_remote: bool = ..., transport_values: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ...) -> None: ...
-
-class DatasetHealth(_message.Message):
-    __slots__ = ["damage", "dataset", "healthy"]
-    DAMAGE_FIELD_NUMBER: _ClassVar[int]
-    DATASET_FIELD_NUMBER: _ClassVar[int]
-    HEALTHY_FIELD_NUMBER: _ClassVar[int]
-    damage: _containers.RepeatedCompositeFieldContainer[ShardDamage]
-    dataset: str
-    healthy: bool
-    def __init__(self, dataset: _Optional[str] = ..., healthy: bool = ..., damage: _Optional[_Iterable[_Union[ShardDamage, _Mapping]]] = ...) -> None: ...
-
 class DatasetInfo(_message.Message):
-    __slots__ = ["bytes", "classes", "content_digest", "fields", "manifest_digest", "name", "num_samples", "num_shards"]
+    __slots__ = ["bytes", "classes", "content_digest", "fields", "manifest_digest", "name", "num_samples", "num_shards", "staging"]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     CONTENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +106,7 @@ class DatasetInfo(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    STAGING_FIELD_NUMBER: _ClassVar[int]
     bytes: int
     classes: _containers.RepeatedScalarFieldContainer[str]
     content_digest: str
@@ -155,92 +115,8 @@ class DatasetInfo(_message.Message):
     name: str
     num_samples: int
     num_shards: int
-    def __init__(self, name: _Optional[str] = ..., num_samples: _Optional[int] = ..., num_shards: _Optional[int] = ..., bytes: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ..., manifest_digest: _Optional[str] = ..., content_digest: _Optional[str] = ...) -> None: ...
-
-class ErrorCount(_message.Message):
-    __slots__ = ["code", "count"]
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    COUNT_FIELD_NUMBER: _ClassVar[int]
-    code: str
-    count: int
-    def __init__(self, code: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
-
-class GetStatsRequest(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
-
-class HelperStats(_message.Message):
-    __slots__ = ["address", "allowance", "batches", "chunks", "copy_seconds", "failures", "last_error", "late", "open_chunks", "payload_bytes", "rebuilt", "samples", "up", "wait_seconds", "wire_bytes"]
-    ADDRESS_FIELD_NUMBER: _ClassVar[int]
-    ALLOWANCE_FIELD_NUMBER: _ClassVar[int]
-    BATCHES_FIELD_NUMBER: _ClassVar[int]
-    CHUNKS_FIELD_NUMBER: _ClassVar[int]
-    COPY_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    FAILURES_FIELD_NUMBER: _ClassVar[int]
-    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
-    LATE_FIELD_NUMBER: _ClassVar[int]
-    OPEN_CHUNKS_FIELD_NUMBER: _ClassVar[int]
-    PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
-    REBUILT_FIELD_NUMBER: _ClassVar[int]
-    SAMPLES_FIELD_NUMBER: _ClassVar[int]
-    UP_FIELD_NUMBER: _ClassVar[int]
-    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    WIRE_BYTES_FIELD_NUMBER: _ClassVar[int]
-    address: str
-    allowance: float
-    batches: int
-    chunks: int
-    copy_seconds: float
-    failures: int
-    last_error: str
-    late: int
-    open_chunks: int
-    payload_bytes: int
-    rebuilt: int
-    samples: int
-    up: bool
-    wait_seconds: float
-    wire_bytes: int
-    def __init__(self, address: _Optional[str] = ..., up: bool = ..., open_chunks: _Optional[int] = ..., chunks: _Optional[int] = ..., batches: _Optional[int] = ..., samples: _Optional[int] = ..., failures: _Optional[int] = ..., rebuilt: _Optional[int] = ..., wire_bytes: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., copy_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., late: _Optional[int] = ..., allowance: _Optional[float] = ...) -> None: ...
-
-class LabelStats(_message.Message):
-    __slots__ = ["acks", "batches", "busy_seconds", "bytes", "counts", "dataset", "job_id", "pipeline", "samples", "shared_batches", "skipped", "stages", "transport", "wait_seconds"]
-    class CountsEntry(_message.Message):
-        __slots__ = ["key", "value"]
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: float
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
-    ACKS_FIELD_NUMBER: _ClassVar[int]
-    BATCHES_FIELD_NUMBER: _ClassVar[int]
-    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    BYTES_FIELD_NUMBER: _ClassVar[int]
-    COUNTS_FIELD_NUMBER: _ClassVar[int]
-    DATASET_FIELD_NUMBER: _ClassVar[int]
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    PIPELINE_FIELD_NUMBER: _ClassVar[int]
-    SAMPLES_FIELD_NUMBER: _ClassVar[int]
-    SHARED_BATCHES_FIELD_NUMBER: _ClassVar[int]
-    SKIPPED_FIELD_NUMBER: _ClassVar[int]
-    STAGES_FIELD_NUMBER: _ClassVar[int]
-    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
-    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    acks: int
-    batches: int
-    busy_seconds: float
-    bytes: int
-    counts: _containers.ScalarMap[str, float]
-    dataset: str
-    job_id: str
-    pipeline: str
-    samples: int
-    shared_batches: int
-    skipped: int
-    stages: _containers.RepeatedCompositeFieldContainer[StageLatency]
-    transport: str
-    wait_seconds: float
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ..., shared_batches: _Optional[int] = ..., counts: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    staging: str
+    def __init__(self, name: _Optional[str] = ..., num_samples: _Optional[int] = ..., num_shards: _Optional[int] = ..., bytes: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ..., manifest_digest: _Optional[str] = ..., content_digest: _Optional[str] = ..., staging: _Optional[str] = ...) -> None: ...
 
 class ListDatasetsRequest(_message.Message):
     __slots__ = []
@@ -262,49 +138,11 @@ class ListPipelinesResponse(_message.Message):
     pipelines: _containers.RepeatedCompositeFieldContainer[PipelineInfo]
     def __init__(self, pipelines: _Optional[_Iterable[_Union[PipelineInfo, _Mapping]]] = ...) -> None: ...
 
-class MemoryStats(_message.Message):
-    __slots__ = ["budget_bytes", "high_water_bytes", "jobs", "reserved_bytes", "shared_runs"]
-    BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
-    HIGH_WATER_BYTES_FIELD_NUMBER: _ClassVar[int]
-    JOBS_FIELD_NUMBER: _ClassVar[int]
-    RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
-    SHARED_RUNS_FIELD_NUMBER: _ClassVar[int]
-    budget_bytes: int
-    high_water_bytes: int
-    jobs: int
-    reserved_bytes: int
-    shared_runs: int
-    def __init__(self, reserved_bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., high_water_bytes: _Optional[int] = ..., jobs: _Optional[int] = ..., shared_runs: _Optional[int] = ...) -> None: ...
-
-class NamedValue(_message.Message):
-    __slots__ = ["labels", "metric", "value"]
-    class LabelsEntry(_message.Message):
-        __slots__ = ["key", "value"]
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-    LABELS_FIELD_NUMBER: _ClassVar[int]
-    METRIC_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    labels: _containers.ScalarMap[str, str]
-    metric: str
-    value: float
-    def __init__(self, metric: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., value: _Optional[float] = ...) -> None: ...
-
-class NoticeSocket(_message.Message):
-    __slots__ = ["path", "token"]
-    PATH_FIELD_NUMBER: _ClassVar[int]
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
-    path: str
-    token: bytes
-    def __init__(self, path: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
-
 class OpenStream(_message.Message):
-    __slots__ = ["batch_size", "compression", "dataset", "drop_last", "end", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "notice_socket", "open_timeout", "pipeline", "prefetch", "ra_reps", "rank", "raw", "seed", "share", "start", "transport", "weight", "world_size"]
+    __slots__ = ["batch_size", "compression", "copy_out", "dataset", "drop_last", "end", "epochs", "gpu_uuid", "hold", "job_id", "map_shared_ring", "notice_socket", "open_timeout", "pipeline", "prefetch", "ra_reps", "rank", "raw", "seed", "share", "start", "transport", "weight", "world_size"]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    COPY_OUT_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DROP_LAST_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +166,7 @@ class OpenStream(_message.Message):
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     compression: Compression
+    copy_out: bool
     dataset: str
     drop_last: bool
     end: Position
@@ -349,7 +188,7 @@ class OpenStream(_message.Message):
     transport: Transport
     weight: float
     world_size: int
-    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ..., notice_socket: bool = ..., end: _Optional[_Union[Position, _Mapping]] = ..., ra_reps: _Optional[int] = ..., raw: bool = ..., compression: _Optional[_Union[Compression, str]] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., epochs: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., job_id: _Optional[str] = ..., drop_last: bool = ..., prefetch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., weight: _Optional[float] = ..., share: bool = ..., gpu_uuid: _Optional[str] = ..., hold: _Optional[int] = ..., open_timeout: _Optional[float] = ..., map_shared_ring: bool = ..., notice_socket: bool = ..., end: _Optional[_Union[Position, _Mapping]] = ..., ra_reps: _Optional[int] = ..., raw: bool = ..., compression: _Optional[_Union[Compression, str]] = ..., copy_out: bool = ...) -> None: ...
 
 class PipelineInfo(_message.Message):
     __slots__ = ["name", "ops", "outputs"]
@@ -369,54 +208,6 @@ class Position(_message.Message):
     step: int
     def __init__(self, epoch: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
-class ShardDamage(_message.Message):
-    __slots__ = ["file", "reason"]
-    FILE_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    file: str
-    reason: str
-    def __init__(self, file: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
-
-class ShmRing(_message.Message):
-    __slots__ = ["fd_socket", "slot_bytes", "slots", "token"]
-    FD_SOCKET_FIELD_NUMBER: _ClassVar[int]
-    SLOTS_FIELD_NUMBER: _ClassVar[int]
-    SLOT_BYTES_FIELD_NUMBER: _ClassVar[int]
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
-    fd_socket: str
-    slot_bytes: int
-    slots: int
-    token: bytes
-    def __init__(self, fd_socket: _Optional[str] = ..., token: _Optional[bytes] = ..., slots: _Optional[int] = ..., slot_bytes: _Optional[int] = ...) -> None: ...
-
-class StageLatency(_message.Message):
-    __slots__ = ["bucket_counts", "count", "stage", "sum_seconds"]
-    BUCKET_COUNTS_FIELD_NUMBER: _ClassVar[int]
-    COUNT_FIELD_NUMBER: _ClassVar[int]
-    STAGE_FIELD_NUMBER: _ClassVar[int]
-    SUM_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    bucket_counts: _containers.RepeatedScalarFieldContainer[int]
-    count: int
-    stage: str
-    sum_seconds: float
-    def __init__(self, stage: _Optional[str] = ..., count: _Optional[int] = ..., sum_seconds: _Optional[float] = ..., bucket_counts: _Optional[_Iterable[int]] = ...) -> None: ...
-
-class StorageStats(_message.Message):
-    __slots__ = ["advice", "dataset", "device", "fstype", "kind", "path"]
-    ADVICE_FIELD_NUMBER: _ClassVar[int]
-    DATASET_FIELD_NUMBER: _ClassVar[int]
-    DEVICE_FIELD_NUMBER: _ClassVar[int]
-    FSTYPE_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    PATH_FIELD_NUMBER: _ClassVar[int]
-    advice: str
-    dataset: str
-    device: str
-    fstype: str
-    kind: str
-    path: str
-    def __init__(self, dataset: _Optional[str] = ..., path: _Optional[str] = ..., fstype: _Optional[str] = ..., kind: _Optional[str] = ..., device: _Optional[str] = ..., advice: _Optional[str] = ...) -> None: ...
-
 class StreamHeader(_message.Message):
     __slots__ = ["ack_list", "cuda_ipc", "notices", "num_samples", "outputs", "prefetch", "samples_per_epoch", "share_refused", "shared", "shared_ring", "shm", "start", "steps_per_epoch", "transport"]
     ACK_LIST_FIELD_NUMBER: _ClassVar[int]
@@ -434,20 +225,20 @@ class StreamHeader(_message.Message):
     STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     ack_list: bool
-    cuda_ipc: CudaIpcRing
-    notices: NoticeSocket
+    cuda_ipc: _local_transports_pb2.CudaIpcRing
+    notices: _local_transports_pb2.NoticeSocket
     num_samples: int
     outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     prefetch: int
     samples_per_epoch: int
     share_refused: str
     shared: bool
-    shared_ring: ShmRing
-    shm: ShmRing
+    shared_ring: _local_transports_pb2.ShmRing
+    shm: _local_transports_pb2.ShmRing
     start: Position
     steps_per_epoch: int
     transport: Transport
-    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[ShmRing, _Mapping]] = ..., ack_list: bool = ..., notices: _Optional[_Union[NoticeSocket, _Mapping]] = ..., share_refused: _Optional[str] = ..., cuda_ipc: _Optional[_Union[CudaIpcRing, _Mapping]] = ...) -> None: ...
+    def __init__(self, num_samples: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples_per_epoch: _Optional[int] = ..., transport: _Optional[_Union[Transport, str]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., prefetch: _Optional[int] = ..., start: _Optional[_Union[Position, _Mapping]] = ..., shm: _Optional[_Union[_local_transports_pb2.ShmRing, _Mapping]] = ..., shared: bool = ..., shared_ring: _Optional[_Union[_local_transports_pb2.ShmRing, _Mapping]] = ..., ack_list: bool = ..., notices: _Optional[_Union[_local_transports_pb2.NoticeSocket, _Mapping]] = ..., share_refused: _Optional[str] = ..., cuda_ipc: _Optional[_Union[_local_transports_pb2.CudaIpcRing, _Mapping]] = ...) -> None: ...
 
 class StreamRequest(_message.Message):
     __slots__ = ["ack", "acks", "open"]
@@ -467,61 +258,6 @@ class StreamResponse(_message.Message):
     header: StreamHeader
     def __init__(self, header: _Optional[_Union[StreamHeader, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
 
-class StreamStats(_message.Message):
-    __slots__ = ["acks", "batch_size", "batches", "building", "busy_seconds", "bytes", "counts", "dataset", "id", "job_id", "pipeline", "prefetch", "queued", "rank", "samples", "shared_batches", "sharing", "skipped", "steps_per_epoch", "transport", "wait_seconds", "world_size"]
-    class CountsEntry(_message.Message):
-        __slots__ = ["key", "value"]
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: float
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
-    ACKS_FIELD_NUMBER: _ClassVar[int]
-    BATCHES_FIELD_NUMBER: _ClassVar[int]
-    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
-    BUILDING_FIELD_NUMBER: _ClassVar[int]
-    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    BYTES_FIELD_NUMBER: _ClassVar[int]
-    COUNTS_FIELD_NUMBER: _ClassVar[int]
-    DATASET_FIELD_NUMBER: _ClassVar[int]
-    ID_FIELD_NUMBER: _ClassVar[int]
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    PIPELINE_FIELD_NUMBER: _ClassVar[int]
-    PREFETCH_FIELD_NUMBER: _ClassVar[int]
-    QUEUED_FIELD_NUMBER: _ClassVar[int]
-    RANK_FIELD_NUMBER: _ClassVar[int]
-    SAMPLES_FIELD_NUMBER: _ClassVar[int]
-    SHARED_BATCHES_FIELD_NUMBER: _ClassVar[int]
-    SHARING_FIELD_NUMBER: _ClassVar[int]
-    SKIPPED_FIELD_NUMBER: _ClassVar[int]
-    STEPS_PER_EPOCH_FIELD_NUMBER: _ClassVar[int]
-    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
-    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
-    acks: int
-    batch_size: int
-    batches: int
-    building: int
-    busy_seconds: float
-    bytes: int
-    counts: _containers.ScalarMap[str, float]
-    dataset: str
-    id: int
-    job_id: str
-    pipeline: str
-    prefetch: int
-    queued: int
-    rank: int
-    samples: int
-    shared_batches: int
-    sharing: bool
-    skipped: int
-    steps_per_epoch: int
-    transport: str
-    wait_seconds: float
-    world_size: int
-    def __init__(self, id: _Optional[int] = ..., dataset: _Optional[str] = ..., pipeline: _Optional[str] = ..., job_id: _Optional[str] = ..., transport: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., batch_size: _Optional[int] = ..., prefetch: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., samples: _Optional[int] = ..., batches: _Optional[int] = ..., bytes: _Optional[int] = ..., skipped: _Optional[int] = ..., acks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., busy_seconds: _Optional[float] = ..., queued: _Optional[int] = ..., building: _Optional[int] = ..., shared_batches: _Optional[int] = ..., sharing: bool = ..., counts: _Optional[_Mapping[str, float]] = ...) -> None: ...
-
 class TensorSpec(_message.Message):
     __slots__ = ["dtype", "length", "name", "offset", "offsets_for", "shape", "utf8"]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -540,18 +276,6 @@ class TensorSpec(_message.Message):
     utf8: bool
     def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[DType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ..., offsets_for: _Optional[str] = ..., utf8: bool = ...) -> None: ...
 
-class WorkerPoolStats(_message.Message):
-    __slots__ = ["busy_ns", "queued", "tasks_run", "threads"]
-    BUSY_NS_FIELD_NUMBER: _ClassVar[int]
-    QUEUED_FIELD_NUMBER: _ClassVar[int]
-    TASKS_RUN_FIELD_NUMBER: _ClassVar[int]
-    THREADS_FIELD_NUMBER: _ClassVar[int]
-    busy_ns: int
-    queued: int
-    tasks_run: int
-    threads: int
-    def __init__(self, threads: _Optional[int] = ..., busy_ns: _Optional[int] = ..., tasks_run: _Optional[int] = ..., queued: _Optional[int] = ...) -> None: ...
-
 class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
@@ -559,10 +283,4 @@ class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Compression(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = []
-
-class CudaHandleKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = []
-
-class NoticeFrame(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

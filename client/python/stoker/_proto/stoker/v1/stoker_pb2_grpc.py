@@ -2,6 +2,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
+from . import stats_pb2 as stoker_dot_v1_dot_stats__pb2
 from . import stoker_pb2 as stoker_dot_v1_dot_stoker__pb2
 
 
@@ -31,8 +32,8 @@ class StokerStub(object):
                 )
         self.GetStats = channel.unary_unary(
                 '/stoker.v1.Stoker/GetStats',
-                request_serializer=stoker_dot_v1_dot_stoker__pb2.GetStatsRequest.SerializeToString,
-                response_deserializer=stoker_dot_v1_dot_stoker__pb2.DaemonStats.FromString,
+                request_serializer=stoker_dot_v1_dot_stats__pb2.GetStatsRequest.SerializeToString,
+                response_deserializer=stoker_dot_v1_dot_stats__pb2.DaemonStats.FromString,
                 )
 
 
@@ -90,8 +91,8 @@ def add_StokerServicer_to_server(servicer, server):
             ),
             'GetStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStats,
-                    request_deserializer=stoker_dot_v1_dot_stoker__pb2.GetStatsRequest.FromString,
-                    response_serializer=stoker_dot_v1_dot_stoker__pb2.DaemonStats.SerializeToString,
+                    request_deserializer=stoker_dot_v1_dot_stats__pb2.GetStatsRequest.FromString,
+                    response_serializer=stoker_dot_v1_dot_stats__pb2.DaemonStats.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -166,7 +167,7 @@ class Stoker(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/stoker.v1.Stoker/GetStats',
-            stoker_dot_v1_dot_stoker__pb2.GetStatsRequest.SerializeToString,
-            stoker_dot_v1_dot_stoker__pb2.DaemonStats.FromString,
+            stoker_dot_v1_dot_stats__pb2.GetStatsRequest.SerializeToString,
+            stoker_dot_v1_dot_stats__pb2.DaemonStats.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
