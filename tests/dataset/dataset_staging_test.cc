@@ -16,7 +16,6 @@
 #include "server/dataset/dataset.h"
 #include "server/dataset/shard_index.h"
 #include "server/storage/store_ranges.h"
-#include "server/storage/transfer.h"
 #include "server/storage/url.h"
 #include "tests/testing/dataset_fixture.h"
 #include "tests/testing/wait_for.h"
@@ -281,48 +280,6 @@ TEST_F(DatasetStagingTest, CacheStaysWithinItsBound) {
     total += info.bytes;
   }
   EXPECT_GT(total, options.cache_bytes);
-}
-
-TEST_F(DatasetStagingTest, ServesWhileAPullCopiesAndSwitchesAsShardsPublish) {
-  absl::StatusOr<storage::Location> location =
-      storage::ParseLocation(source_);
-  ASSERT_TRUE(location.ok());
-  std::shared_ptr<storage::Store> store = storage::MakeLocalStore(*location);
-  std::unique_ptr<Dataset> ds;
-  storage::TransferOptions o;
-  o.chunk_bytes = 4096;
-  o.started = [&](const Manifest& m) {
-    absl::StatusOr<std::unique_ptr<Dataset>> opened = Dataset::OpenStaging(
-        "staged", dest_, m, storage::StoreRanges(store), RemoteOptions());
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    ds = *std::move(opened);
-    // Every record is served before a byte of the copy is in.
-    for (uint64_t id = 0; id < manifest_.num_samples; ++id) {
-      ReadInfo info;
-      EXPECT_EQ(RecordBytes(*ds, id, &info), RecordBytes(*local_, id));
-      EXPECT_TRUE(info.from_source);
-    }
-  };
-  int shards_published = 0;
-  o.published = [&](const std::string& file) {
-    ASSERT_NE(ds, nullptr);
-    ASSERT_TRUE(ds->PublishShard(file).ok());
-    for (const ShardInfo& s : manifest_.shards) {
-      if (s.file != file) continue;
-      ++shards_published;
-      ReadInfo info;
-      EXPECT_EQ(RecordBytes(*ds, s.first_id, &info),
-                RecordBytes(*local_, s.first_id));
-      EXPECT_FALSE(info.from_source);
-    }
-  };
-  absl::StatusOr<storage::TransferReport> pulled =
-      storage::Pull(*store, dest_, o);
-  ASSERT_TRUE(pulled.ok()) << pulled.status();
-  EXPECT_EQ(shards_published, 3);
-  ASSERT_NE(ds, nullptr);
-  EXPECT_FALSE(ds->staging());
-  EXPECT_EQ(ds->ContentDigest().value(), local_->ContentDigest().value());
 }
 
 TEST_F(DatasetStagingTest, ManyReadersWhileShardsArePublished) {
