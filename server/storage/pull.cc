@@ -209,10 +209,6 @@ class Puller {
           errno, absl::StrCat("cannot rename ", PartPath(f), " to ", to));
     }
     meter_->FileDone();
-    if (options_.published) {
-      absl::MutexLock lock(&mu_);
-      options_.published(f.name);
-    }
     return absl::OkStatus();
   }
 
@@ -349,7 +345,6 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
     options.notice(absl::StrCat("resuming: ", report.files_reused, " of ",
                                 all.size(), " files are already in ", dest));
   }
-  if (options.started) options.started(*manifest);
   Meter meter(options.progress, initial);
   Puller puller(source, dest, options, *manifest, &meter);
   if (absl::Status s = puller.FetchAll(todo); !s.ok()) return s;

@@ -59,16 +59,6 @@ struct TransferOptions {
   std::function<void(const TransferProgress&)> progress;
   // Lines worth telling the user (resumed files, a refetch). May be empty.
   std::function<void(const std::string&)> notice;
-  // Pull: called once DEST holds only files of the manifest being pulled
-  // (an earlier pull of another one forgotten), before any is fetched, with
-  // that manifest: from then on a file of it in DEST is a checked copy, so
-  // a dataset may be opened for serving while staging (dataset.h,
-  // OpenStaging). Not called when DEST is complete already. May be empty.
-  std::function<void(const dataset::Manifest&)> started;
-  // Pull: called with a file's name (a shard or a record index) right after
-  // it is published in DEST, from the transferring threads, one call at a
-  // time. May be empty.
-  std::function<void(const std::string&)> published;
 };
 
 struct TransferReport {

@@ -1,9 +1,6 @@
 #include "server/storage/transfer.h"
 
-#include <algorithm>
 #include <filesystem>
-#include <string>
-#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,33 +49,6 @@ TEST_F(TransferTest, PullCopiesAndPublishesTheManifestLast) {
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.back().files_done, 6u);
   EXPECT_EQ(seen.back().bytes_done, seen.back().bytes_total);
-}
-
-TEST_F(TransferTest, PullTellsWhenItStartsAndWhenEachFileIsPublished) {
-  const std::string dest = tmp_.path() + "/dest";
-  int started = 0;
-  std::vector<std::string> published;
-  TransferOptions o;
-  o.chunk_bytes = 4096;
-  o.started = [&](const dataset::Manifest& m) {
-    ++started;
-    EXPECT_EQ(m.num_samples, 9u);
-    EXPECT_TRUE(published.empty());
-  };
-  o.published = [&](const std::string& file) {
-    EXPECT_EQ(started, 1);
-    EXPECT_TRUE(fs::exists(dest + "/" + file)) << file;
-    EXPECT_FALSE(fs::exists(dest + "/manifest.json"));
-    published.push_back(file);
-  };
-  std::unique_ptr<Store> src = Local(src_);
-  ASSERT_TRUE(Pull(*src, dest, o).ok());
-  EXPECT_EQ(started, 1);
-  std::sort(published.begin(), published.end());
-  EXPECT_THAT(published,
-              ::testing::ElementsAre("shard-00000.idx", "shard-00000.lmdb",
-                                     "shard-00001.idx", "shard-00001.lmdb",
-                                     "shard-00002.idx", "shard-00002.lmdb"));
 }
 
 TEST_F(TransferTest, PullKeepsPublishedFilesOfAnInterruptedPull) {
