@@ -65,6 +65,9 @@ Stream::Stream(Options options)
                            ? std::make_optional<BatchLayout>(
                                  pipeline_->RenderedSlots(), spec_.batch_size)
                            : std::nullopt),
+      prefetch_(dataset_->staging() ? std::make_unique<PlanPrefetcher>(
+                                          dataset_, *options.sampler, end_)
+                                    : nullptr),
       counters_(std::move(options.counters)),
       counts_(options.count_deliveries ? StreamCounters::Join(counters_)
                                        : std::make_shared<Counts>()),
@@ -125,6 +128,7 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
   if (run != nullptr) {
     run->Request(this, seq, pos);
   } else if (batch->source == Building::Source::kTasks) {
+    if (prefetch_ != nullptr) prefetch_->Ahead(pos);
     SubmitSamples(batch);
   }
   return true;
@@ -156,6 +160,7 @@ void Stream::RunSample(Building* batch, uint32_t index) {
     pipeline::StageTimes times;
     int64_t run_ns = 0;
     const int64_t start = NowNs();
+    dataset::ReadInfo read;
     absl::Status status = dataset_->Read(
         id, [&](const dataset::RecordView& record) -> absl::Status {
           const int64_t run_start = NowNs();
@@ -164,7 +169,13 @@ void Stream::RunSample(Building* batch, uint32_t index) {
               rng, absl::MakeConstSpan(dst), &times);
           run_ns = NowNs() - run_start;
           return s;
-        });
+        },
+        &read);
+    if (read.from_source) {
+      counts_->Add(Count::kSourceRecords, 1);
+      counts_->Add(Count::kSourceBytes, static_cast<int64_t>(read.bytes));
+      counts_->Add(Count::kSourceWaitNs, read.wait_ns);
+    }
     // Read names the dataset, shard file and key (the sample id) once.
     if (!status.ok()) batch->errors[index] = std::move(status);
     counters_->Observe(Stage::kRead, NowNs() - start - run_ns);

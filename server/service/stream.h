@@ -69,6 +69,7 @@
 #include "server/service/batch.h"
 #include "server/service/catalog.h"
 #include "server/service/counters.h"
+#include "server/service/plan_prefetch.h"
 #include "server/service/remote_source.h"
 #include "server/service/stream_session.h"
 
@@ -289,6 +290,9 @@ class Stream : public BatchSource,
   // What a helper's uint8 rendering of this stream's batches looks like;
   // set when placer_ is and the pipeline can finish one.
   const std::optional<BatchLayout> rendered_layout_;
+  // Set when the dataset is staging at open: fetches the records of the
+  // batches ahead from its source.
+  const std::unique_ptr<PlanPrefetcher> prefetch_;
 
   const std::shared_ptr<StreamCounters> counters_;
   // This stream's counts: part of counters_' label set, or of none.

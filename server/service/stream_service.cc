@@ -464,7 +464,10 @@ StreamService::Stats StreamService::GetStats() const {
   Stats s;
   static_cast<Admission::Stats&>(s) = admission_->GetStats();
   for (const auto& [name, ds] : catalog()->datasets()) {
-    s.datasets.push_back({name, ds->Damage()});
+    s.datasets.push_back({name, ds->Damage(),
+                          ds->has_source() ? std::make_optional(
+                                                 ds->remote_stats())
+                                           : std::nullopt});
   }
   absl::MutexLock lock(&mu_);
   for (const auto& [key, runs] : runs_) {

@@ -173,11 +173,13 @@ class StreamService {
   // reconnect at their position once the daemon is back.
   void Shutdown();
 
-  // A dataset of the current catalog and the shards found damaged in it
-  // (none while it is healthy).
+  // A dataset of the current catalog, the shards found damaged in it
+  // (none while it is healthy), and, for one served while staging, what
+  // its reads from the source came to.
   struct DatasetHealth {
     std::string dataset;
     std::vector<dataset::ShardDamage> damage;
+    std::optional<dataset::RemoteReadStats> source;
   };
   // Admission's figures, the shared runs alive, and the datasets' health.
   struct Stats : Admission::Stats {
