@@ -134,6 +134,8 @@ std::vector<metrics::DatasetStorage> ProbeStorage(
     const metrics::StorageProbeOptions& probe) {
   std::vector<metrics::DatasetStorage> out;
   for (const config::DatasetOptions& d : options.datasets) {
+    // A dataset being staged is probed once it is on local disk.
+    if (!d.source.empty()) continue;
     absl::StatusOr<metrics::StorageDiagnosis> diagnosis =
         metrics::DiagnoseStorage(d.name, d.path, probe);
     if (!diagnosis.ok()) {
@@ -149,36 +151,6 @@ std::vector<metrics::DatasetStorage> ProbeStorage(
 }
 
 }  // namespace
-
-absl::StatusOr<std::shared_ptr<const service::Catalog>> BuildCatalog(
-    const config::ServerOptions& options) {
-  std::map<std::string, std::unique_ptr<dataset::Dataset>> datasets;
-  for (const config::DatasetOptions& d : options.datasets) {
-    auto ds = dataset::Dataset::Open(d.name, d.path);
-    if (!ds.ok()) {
-      return absl::Status(ds.status().code(),
-                          absl::StrCat(options.source, ":", d.line,
-                                       ": dataset '", d.name, "' at ", d.path,
-                                       ": ", ds.status().message()));
-    }
-    datasets[d.name] = *std::move(ds);
-  }
-  std::map<std::string, std::unique_ptr<pipeline::Pipeline>> pipelines;
-  for (const config::PipelineOptions& p : options.pipelines) {
-    auto pipe = pipeline::Pipeline::Create(
-        p.name, pipeline::PipelineConfig{p.ops, p.views},
-        static_cast<int64_t>(options.limits.max_decode_pixels));
-    if (!pipe.ok()) {
-      return absl::Status(pipe.status().code(),
-                          absl::StrCat(options.source, ":", p.line,
-                                       ": pipeline '", p.name,
-                                       "': ", pipe.status().message()));
-    }
-    pipelines[p.name] = *std::move(pipe);
-  }
-  return std::make_shared<const service::Catalog>(std::move(datasets),
-                                                  std::move(pipelines));
-}
 
 void StokerServer::KeepGrpcAlive() {
   static const bool kept = [] {
@@ -264,6 +236,10 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
         });
     so.placer = server->helpers_.get();
   }
+  StokerServer* const self = server.get();
+  so.staging = [self](const std::string& name) {
+    return self->StagingLookup(name);
+  };
   so.on_corrupt = o.on_corrupt == config::OnCorrupt::kFail
                       ? service::OnCorrupt::kFail
                       : service::OnCorrupt::kSkip;
@@ -286,8 +262,8 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Create(
   server->grpc_service_ = std::make_unique<transport::GrpcService>(
       server->service_.get(), server->opener_.get(), server->transports_.get());
   server->service_->SetObserver(&server->stream_log_);
-  StokerServer* const self = server.get();
   server->grpc_service_->SetStatsSource([self] { return self->Stats(); });
+  if (absl::Status s = server->CreateStaging(o); !s.ok()) return s;
   return server;
 }
 
@@ -318,6 +294,7 @@ absl::Status StokerServer::Start() {
   }
   pool_->Start();
   if (helpers_ != nullptr) helpers_->Start();
+  if (staged_ != nullptr) staged_->Start();
   opener_->Start();
   if (autotune_ != nullptr) autotune_->Start();
   if (options_.metrics.enabled) {
@@ -402,6 +379,8 @@ void StokerServer::Stop() {
   }
   // First, so that no scrape reads a daemon being taken apart.
   if (exposer_ != nullptr) exposer_->Stop();
+  // Stops the copies at their next chunk; what is published stays.
+  if (staged_ != nullptr) staged_->Stop();
   if (service_ != nullptr) service_->Shutdown();
   // Cancels the chunks on helpers: their batches are built here, or fail
   // with their streams.
@@ -425,7 +404,11 @@ void StokerServer::Stop() {
 }
 
 absl::Status StokerServer::Reload(const config::ServerOptions& options) {
-  auto catalog = BuildCatalog(options);
+  // Copies under way whose dataset is unchanged go on. Not under
+  // catalog_mu_: a stager being stopped may be adding its dataset.
+  if (absl::Status s = UpdateStaging(options); !s.ok()) return s;
+  absl::MutexLock catalog_lock(&catalog_mu_);
+  auto catalog = BuildCatalog(options, staged_->Servable());
   if (!catalog.ok()) return catalog.status();
   const config::ListenOptions& a = options_.listen;
   const config::ListenOptions& b = options.listen;
@@ -476,6 +459,7 @@ metrics::DaemonStats StokerServer::Stats() const {
     s.helpers = helpers_->Stats();
     s.placing_remote = helpers_->placing();
   }
+  s.staging = StagingStats();
   absl::MutexLock lock(&mu_);
   s.storage = storage_;
   return s;

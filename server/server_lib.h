@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "server/service/autotune_thread.h"
 #include "server/service/catalog.h"
 #include "server/service/opener.h"
+#include "server/staging/staged_datasets.h"
 #include "server/service/stream_service.h"
 #include "server/rpc/grpc_service.h"
 #include "server/transport/transport.h"
@@ -71,12 +73,26 @@ class StokerServer {
   int metrics_port() const;
   // A snapshot of every counter: what /metrics and GetStats render.
   metrics::DaemonStats Stats() const;
+  // Each dataset with a `source`: its staging (server_staging.cc).
+  std::vector<staging::StageStatus> StagingStats() const;
   // Each helper of the config `helpers`, in config order; empty without.
   std::vector<service::HelperStats> HelperStats() const;
 
  private:
   StokerServer(config::ServerOptions options,
                metrics::StorageProbeOptions storage_probe);
+
+  // Staging (server_staging.cc). Makes staged_ for the datasets of
+  // `options` with a source; their copies begin in Start().
+  absl::Status CreateStaging(const config::ServerOptions& options);
+  // Makes staged_ follow a reloaded config.
+  absl::Status UpdateStaging(const config::ServerOptions& options);
+  // service::StagingLookup over staged_.
+  absl::Status StagingLookup(const std::string& dataset) const;
+  // staged_'s callbacks: a dataset became servable, or was evicted.
+  void AddServable(const std::string& name,
+                   std::shared_ptr<const dataset::Dataset> ds);
+  void RemoveEvicted(const std::string& name);
 
   const config::ServerOptions options_;
   const metrics::StorageProbeOptions storage_probe_;
@@ -93,6 +109,12 @@ class StokerServer {
   // by the service at each open.
   std::atomic<uint32_t> tuned_prefetch_{0};
   std::unique_ptr<service::StreamService> service_;
+  // Stages the datasets with a `source`; null until CreateStaging. Its
+  // callbacks use service_, which it must not outlive.
+  std::unique_ptr<staging::StagedDatasets> staged_;
+  // Serializes the catalog changes: a reload, and a staged dataset added
+  // or evicted.
+  absl::Mutex catalog_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Runs every stream open, and parks those that wait for admission.
   std::unique_ptr<service::Opener> opener_;
   // Set when workers or prefetch is auto; stopped before the pool.
@@ -115,9 +137,13 @@ class StokerServer {
 };
 
 // Builds the catalog the config names: opens each dataset, creates each
-// pipeline. Errors name the dataset or pipeline and its config line.
+// pipeline. Errors name the dataset or pipeline and its config line. A
+// dataset with a `source` is taken from `staged` (those servable), or left
+// out while it is being staged.
 absl::StatusOr<std::shared_ptr<const service::Catalog>> BuildCatalog(
-    const config::ServerOptions& options);
+    const config::ServerOptions& options,
+    const std::map<std::string, std::shared_ptr<const dataset::Dataset>>&
+        staged = {});
 
 }  // namespace stoker
 

@@ -142,6 +142,25 @@ std::string Render(const TopView& v, const std::string& address) {
   }
   if (v.jobs.empty()) out += "  (no job active)\n";
 
+  if (!v.staging.empty()) {
+    absl::StrAppendFormat(&out, "\nSTAGING\n  %-16s %-9s %7s %10s %8s %9s  %s\n",
+                          "DATASET", "STATE", "DONE", "MiB/S", "ETA",
+                          "REMOTE RD", "SERVING");
+    for (const StagingRow& s : v.staging) {
+      const int64_t eta = static_cast<int64_t>(s.eta_seconds + 0.5);
+      absl::StrAppendFormat(
+          &out, "  %-16s %-9s %6.1f%% %10.1f %8s %9d  %s\n",
+          Cut(s.dataset, 16), s.state, s.percent,
+          s.bytes_per_second / 1048576.0,
+          s.eta_seconds < 0 ? std::string("--:--")
+                            : absl::StrFormat("%d:%02d", eta / 60, eta % 60),
+          s.remote_records,
+          !s.error.empty() ? Cut(s.error, 70)
+          : s.servable     ? std::string("yes")
+                           : std::string("waiting for the copy"));
+    }
+  }
+
   if (!v.helpers.empty()) {
     absl::StrAppendFormat(
         &out, "\nHELPERS  new chunks go %s\n",

@@ -303,6 +303,36 @@ TopView BuildView(const v1::DaemonStats& before, const v1::DaemonStats& after) {
     v.jobs.push_back(std::move(j));
   }
 
+  // Staging: the rate over the interval, against the same dataset.
+  std::map<std::string, const v1::StagingStats*> old_staging;
+  for (const v1::StagingStats& st : before.staging()) {
+    old_staging[st.dataset()] = &st;
+  }
+  for (const v1::StagingStats& st : after.staging()) {
+    const auto it = old_staging.find(st.dataset());
+    StagingRow r;
+    r.dataset = st.dataset();
+    r.state = st.state();
+    r.servable = st.servable();
+    r.percent = st.bytes_total() == 0
+                    ? 0
+                    : 100.0 * double(st.bytes_done()) / double(st.bytes_total());
+    if (it != old_staging.end()) {
+      r.bytes_per_second =
+          (double(st.bytes_fetched()) - double(it->second->bytes_fetched())) /
+          dt;
+    }
+    const double left = double(st.bytes_total()) - double(st.bytes_done());
+    if (left <= 0) {
+      r.eta_seconds = 0;
+    } else if (r.bytes_per_second > 0) {
+      r.eta_seconds = left / r.bytes_per_second;
+    }
+    r.remote_records = st.remote_records();
+    r.error = st.error();
+    v.staging.push_back(std::move(r));
+  }
+
   // Helpers: deltas against the same address.
   v.placing_remote = after.placing_remote();
   std::map<std::string, const v1::HelperStats*> old_helpers;

@@ -127,6 +127,18 @@ struct HelperRow {
   std::string last_error;
 };
 
+// A dataset with a `source`: its copy onto local disk (docs/storage.md).
+struct StagingRow {
+  std::string dataset;
+  std::string state;  // starting, waiting, copying, complete, failed, stopped
+  bool servable = false;
+  double percent = 0;
+  double bytes_per_second = 0;  // Fetched over the interval.
+  double eta_seconds = -1;      // At the interval's rate; -1: unknown.
+  uint64_t remote_records = 0;  // Read by range from the source, in all.
+  std::string error;
+};
+
 // A GPU that cuda_ipc streams deliver to, over the interval.
 struct GpuRow {
   std::string gpu;            // UUID.
@@ -151,6 +163,7 @@ struct TopView {
   std::vector<JobRow> jobs;  // Label sets active in the interval or open.
   std::vector<StorageRow> storage;
   std::vector<HelperRow> helpers;  // Empty without `helpers` in the config.
+  std::vector<StagingRow> staging;  // Datasets with a `source`.
   std::vector<GpuRow> gpus;  // GPUs cuda_ipc streams used since start.
   bool placing_remote = false;     // New chunks go to helpers now.
   std::vector<DamagedDatasetRow> damaged;  // Unhealthy datasets only.

@@ -109,6 +109,17 @@ nlohmann::json ToJson(const TopView& v) {
          {"late_batches", h.late},
          {"last_error", h.last_error}});
   }
+  out["staging"] = nlohmann::json::array();
+  for (const StagingRow& s : v.staging) {
+    out["staging"].push_back({{"dataset", s.dataset},
+                              {"state", s.state},
+                              {"servable", s.servable},
+                              {"percent", s.percent},
+                              {"bytes_per_second", s.bytes_per_second},
+                              {"eta_seconds", or_null(s.eta_seconds)},
+                              {"remote_records", s.remote_records},
+                              {"error", s.error}});
+  }
   out["gpus"] = nlohmann::json::array();
   for (const GpuRow& g : v.gpus) {
     out["gpus"].push_back(

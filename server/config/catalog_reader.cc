@@ -35,6 +35,7 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
   if (!ExpectMap(entry, key, "{path: /data/train}", diag)) return;
   const std::string path_key = absl::StrCat(key, ".path");
   std::optional<std::string> path;
+  std::optional<std::string> source;
   bool has_path = false;
   YAML::Mark path_mark;
   for (const MapEntry& e :
@@ -44,6 +45,15 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
       has_path = true;
       path = ReadString(e, path_key, "a directory", diag);
       path_mark = e.value_mark;
+    } else if (e.key == "source") {
+      source = ReadString(e, absl::StrCat(key, ".source"),
+                          "s3://BUCKET/PREFIX, http(s)://HOST/PATH or a path",
+                          diag);
+      if (!source) return;
+      // A local source is a folder or mount: relative to the config file.
+      if (source->find("://") == std::string::npos) {
+        source = ResolvePath(base_dir, *source);
+      }
     }
   }
   if (!has_path) {
@@ -60,7 +70,12 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
           : absl::StrCat("'", *path, "' (resolved to '", resolved, "')");
   std::error_code error;
   const fs::file_status status = fs::status(resolved, error);
-  if (status.type() == fs::file_type::not_found) {
+  if (source.has_value() && status.type() == fs::file_type::not_found) {
+    // Staged there: stokerd creates it.
+    datasets.push_back(DatasetOptions{name, resolved,
+                                      entry.key_node.Mark().line + 1,
+                                      *std::move(source)});
+  } else if (status.type() == fs::file_type::not_found) {
     diag.Error(path_mark, absl::StrCat(path_key, ": ", shown,
                                        " does not exist; expected a dataset "
                                        "directory written by `stoker pack`"));
@@ -74,8 +89,9 @@ void ReadDataset(const MapEntry& entry, const fs::path& base_dir,
                                        "dataset directory written by "
                                        "`stoker pack`"));
   } else {
-    datasets.push_back(
-        DatasetOptions{name, resolved, entry.key_node.Mark().line + 1});
+    datasets.push_back(DatasetOptions{name, resolved,
+                                      entry.key_node.Mark().line + 1,
+                                      source.value_or("")});
   }
 }
 

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "server/config/catalog_reader.h"
 #include "server/config/helpers_reader.h"
+#include "server/config/storage_reader.h"
 #include "server/config/config_reference.h"
 #include "server/config/value_readers.h"
 #include "server/config/yaml_util.h"
@@ -117,6 +118,8 @@ absl::StatusOr<ServerOptions> ConfigReader::Read(const YAML::Node& root) {
       ReadSharing(entry);
     } else if (entry.key == "helpers") {
       internal::ReadHelpers(entry, base_dir_, &options_.helpers, diag_);
+    } else if (entry.key == "storage") {
+      internal::ReadStorage(entry, base_dir_, &options_.storage, diag_);
     } else if (entry.key == "jobs") {
       ReadJobs(entry);
     } else if (entry.key == "datasets") {

@@ -212,7 +212,45 @@ const std::vector<KeyDoc>& Keys() {
        "digits, `_`, `-` and `.`, starting with a letter, digit or `_`."},
       {"datasets.NAME.path", "path", "required",
        "Dataset directory written by `stoker pack`, relative to the config "
-       "file's directory unless absolute; must exist when the config loads."},
+       "file's directory unless absolute; must exist when the config loads, "
+       "unless the dataset has a `source`: then it is where stokerd stages "
+       "the local copy (created if missing)."},
+      {"datasets.NAME.source", "`s3://BUCKET/PREFIX`, `http(s)://HOST/PATH` "
+       "or path", "none",
+       "Where the pack is kept. stokerd copies it into `path` in the "
+       "background (manifest, record indexes, then shards; checked, "
+       "resumed after a kill), lists it as staging meanwhile, and serves "
+       "it once it is servable; a stream opened before waits up to "
+       "`limits.admission_wait` and is told the progress. See "
+       "docs/storage.md, \"Staging in the daemon\"."},
+      {"storage", "map", "the defaults below",
+       "How datasets with a `source` are staged."},
+      {"storage.cache_limit", "size", "",
+       "Bytes the staged datasets may take on local disk together (0: no "
+       "limit). A dataset that would exceed it evicts the least recently "
+       "used staged dataset that no stream has open; datasets without a "
+       "`source` are never removed. One that cannot fit fails, naming the "
+       "sizes."},
+      {"storage.parallel", "integer, 1 to 256", "",
+       "Ranged GETs in flight per dataset being staged."},
+      {"storage.chunk_size", "size, 64KiB to 1GiB", "",
+       "Bytes per ranged GET."},
+      {"storage.s3", "map", "the AWS environment",
+       "S3 settings that override the AWS environment variables of the "
+       "daemon. Credentials are never config keys: they come from "
+       "`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN` or "
+       "the credentials file."},
+      {"storage.s3.region", "region name", "`AWS_REGION`",
+       "Overrides `AWS_REGION` and `AWS_DEFAULT_REGION`."},
+      {"storage.s3.endpoint", "URL", "`AWS_ENDPOINT_URL_S3`",
+       "Overrides `AWS_ENDPOINT_URL_S3` and `AWS_ENDPOINT_URL`; requests "
+       "then go path-style to ENDPOINT/BUCKET/KEY (MinIO, Ceph RGW)."},
+      {"storage.s3.profile", "profile name", "`AWS_PROFILE`",
+       "Overrides `AWS_PROFILE`: the profile of the credentials file."},
+      {"storage.s3.credentials_file", "path", "`AWS_SHARED_CREDENTIALS_FILE`",
+       "Overrides `AWS_SHARED_CREDENTIALS_FILE`; relative to the config "
+       "file's directory unless absolute. Re-read when S3 refuses a request "
+       "as expired."},
       {"pipelines", "map of NAME to list or map", "required",
        "The pipelines clients may name, at least one; NAME as for datasets."},
       {"pipelines.NAME", "list of ops, or map", "required",
@@ -298,6 +336,14 @@ std::string DefaultOf(absl::string_view key) {
   }
   if (key == "helpers.raw") return d.helpers.raw ? "true" : "false";
   if (key == "helpers.compress") return "auto";
+  if (key == "storage.cache_limit") {
+    return d.storage.cache_limit == 0 ? "0 (no limit)"
+                                      : FormatByteSize(d.storage.cache_limit);
+  }
+  if (key == "storage.parallel") return absl::StrCat(d.storage.parallel);
+  if (key == "storage.chunk_size") {
+    return FormatByteSize(d.storage.chunk_size);
+  }
   if (key == "sharing") return "the defaults below";
   if (key == "sharing.lag_window") return absl::StrCat(d.sharing.lag_window);
   return "";

@@ -135,6 +135,27 @@ struct DatasetOptions {
   std::string path;
   // 1-based line of the dataset's entry in the config file.
   int line = 0;
+  // Where the pack is kept (`s3://BUCKET/PREFIX`, `http(s)://HOST/PATH` or a
+  // local folder or mount), as written; empty if none. With a source,
+  // `path` is where stokerd stages the local copy, and need not exist yet.
+  std::string source;
+};
+
+// Staging datasets with a `source` onto local disk (docs/storage.md).
+struct StorageOptions {
+  // Bytes the staged datasets (those with a source) may take on local disk
+  // together; 0: no limit.
+  uint64_t cache_limit = 0;
+  // Ranged GETs in flight per staged dataset, and the bytes of each.
+  uint32_t parallel = 8;
+  uint64_t chunk_size = uint64_t{16} << 20;
+  // S3 settings that override the AWS environment variables; empty: the
+  // variable (or its default) applies. Secrets are never config keys: they
+  // come from the environment or the credentials file only.
+  std::string s3_region;            // Over AWS_REGION.
+  std::string s3_endpoint;          // Over AWS_ENDPOINT_URL_S3.
+  std::string s3_profile;           // Over AWS_PROFILE.
+  std::string s3_credentials_file;  // Over AWS_SHARED_CREDENTIALS_FILE.
 };
 
 struct PipelineOptions {
@@ -177,6 +198,7 @@ struct ServerOptions {
   std::map<std::string, double> job_weights;
   MetricsOptions metrics;
   HelperOptions helpers;
+  StorageOptions storage;
   // In config file order; names are unique. Never empty once loaded.
   std::vector<DatasetOptions> datasets;
   // In config file order; names are unique. Never empty once loaded.

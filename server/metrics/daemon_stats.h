@@ -22,6 +22,7 @@
 #include "server/service/counters.h"
 #include "server/service/remote_source.h"
 #include "server/service/stream_service.h"
+#include "server/staging/stage_status.h"
 
 namespace stoker::metrics {
 
@@ -54,6 +55,8 @@ struct DaemonStats {
   // The helper daemons (config `helpers`); empty without.
   std::vector<service::HelperStats> helpers;
   bool placing_remote = false;  // New chunks go to helpers now.
+  // Each dataset with a `source`: its staging.
+  std::vector<staging::StageStatus> staging;
 };
 
 // Reads the counters of every label set `service` has seen.

@@ -395,6 +395,75 @@ void AddHelpers(const DaemonStats& stats, Families& f) {
   }
 }
 
+// Each dataset with a `source` (docs/storage.md, "Staging in the daemon").
+void AddStaging(const DaemonStats& stats, Families& f) {
+  if (stats.staging.empty()) return;
+  using S = staging::StageStatus;
+  struct Field {
+    const char* name;
+    const char* help;
+    MetricType type;
+    double (*value)(const S&);
+  };
+  static constexpr Field kFields[] = {
+      {"stoker_stage_bytes_total",
+       "Bytes fetched from the dataset's source by its staging (refetches "
+       "of a bad copy included).",
+       MetricType::Counter, [](const S& s) { return double(s.bytes_moved); }},
+      {"stoker_stage_remaining_bytes",
+       "Bytes of the dataset not yet on local disk.", MetricType::Gauge,
+       [](const S& s) { return double(s.bytes_total - s.bytes_done); }},
+      {"stoker_stage_size_bytes", "Bytes of the dataset's shards and indexes.",
+       MetricType::Gauge, [](const S& s) { return double(s.bytes_total); }},
+      {"stoker_stage_shards_staged",
+       "Shards of the dataset checked and published on local disk.",
+       MetricType::Gauge, [](const S& s) { return double(s.shards_done); }},
+      {"stoker_stage_shards", "Shards of the dataset.", MetricType::Gauge,
+       [](const S& s) { return double(s.shards_total); }},
+      {"stoker_stage_servable",
+       "1 once the dataset is in the catalog (streams may open on it).",
+       MetricType::Gauge, [](const S& s) { return s.servable ? 1.0 : 0.0; }},
+      {"stoker_stage_complete", "1 once the whole copy is published.",
+       MetricType::Gauge, [](const S& s) {
+         return s.state == S::State::kComplete ? 1.0 : 0.0;
+       }},
+      {"stoker_stage_failed", "1 when the staging failed (see the log).",
+       MetricType::Gauge, [](const S& s) {
+         return s.state == S::State::kFailed ? 1.0 : 0.0;
+       }},
+      {"stoker_stage_retries_total",
+       "Requests to the source retried (5xx, 408, 429, cut or stalled).",
+       MetricType::Counter, [](const S& s) { return double(s.retries); }},
+      {"stoker_stage_remote_records_total",
+       "Records read by range from the source while the dataset was being "
+       "staged.",
+       MetricType::Counter,
+       [](const S& s) { return double(s.remote_records); }},
+  };
+  for (const Field& field : kFields) {
+    MetricFamily& family = f.Add(field.name, field.help, field.type);
+    for (const S& s : stats.staging) {
+      const double v = field.value(s);
+      family.metric.push_back(
+          field.type == MetricType::Gauge
+              ? Families::GaugeMetric({{"dataset", s.dataset}}, v)
+              : Families::CounterMetric({{"dataset", s.dataset}}, v));
+    }
+  }
+  MetricFamily& errors = f.Add(
+      "stoker_stage_errors_total",
+      "Failed requests to the source (retried or final) and failed stagings, "
+      "by HTTP status, `transport` (refused, cut, stalled) or the error "
+      "code (data_loss for a copy that failed its digest).",
+      MetricType::Counter);
+  for (const S& s : stats.staging) {
+    for (const auto& [status, n] : s.errors) {
+      errors.metric.push_back(Families::CounterMetric(
+          {{"dataset", s.dataset}, {"status", status}}, double(n)));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<MetricFamily> BuildMetricFamilies(const DaemonStats& stats) {
@@ -403,6 +472,7 @@ std::vector<MetricFamily> BuildMetricFamilies(const DaemonStats& stats) {
   AddOpenStreams(stats, f);
   AddDaemon(stats, f);
   AddHelpers(stats, f);
+  AddStaging(stats, f);
   return f.Take();
 }
 

@@ -26,6 +26,19 @@ grpc::ServerUnaryReactor* GrpcService::ListDatasets(
       info->set_content_digest(*digest);
     }
   }
+  // Datasets being staged, not yet servable: listed with their progress.
+  if (stats_source_) {
+    const auto catalog = service_->catalog();
+    for (const staging::StageStatus& s : stats_source_().staging) {
+      if (catalog->datasets().count(s.dataset) != 0) continue;
+      v1::DatasetInfo* info = response->add_datasets();
+      info->set_name(s.dataset);
+      info->set_num_samples(s.num_samples);
+      info->set_num_shards(static_cast<uint32_t>(s.shards_total));
+      info->set_bytes(s.bytes_total);
+      info->set_staging(staging::DescribeProgress(s));
+    }
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -122,6 +122,23 @@ void ToProto(const metrics::DaemonStats& stats, v1::DaemonStats* out) {
     o->set_allowance(h.allowance);
   }
   out->set_placing_remote(stats.placing_remote);
+  for (const staging::StageStatus& st : stats.staging) {
+    v1::StagingStats* o = out->add_staging();
+    o->set_dataset(st.dataset);
+    o->set_source(st.source);
+    o->set_state(staging::StateName(st.state));
+    o->set_servable(st.servable);
+    o->set_bytes_total(st.bytes_total);
+    o->set_bytes_done(st.bytes_done);
+    o->set_bytes_fetched(st.bytes_moved);
+    o->set_shards_total(static_cast<uint32_t>(st.shards_total));
+    o->set_shards_done(static_cast<uint32_t>(st.shards_done));
+    o->set_rate(st.rate);
+    o->set_eta_seconds(st.eta_seconds());
+    o->set_retries(st.retries);
+    o->set_remote_records(st.remote_records);
+    if (!st.error.ok()) o->set_error(std::string(st.error.message()));
+  }
   for (const service::NamedCount& c : stats.transport_counts) {
     v1::NamedValue* o = out->add_transport_values();
     o->set_metric(c.metric);

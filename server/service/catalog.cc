@@ -26,12 +26,39 @@ std::string Echo(const std::string& name) {
                       " bytes)");
 }
 
+template <typename T>
+std::map<std::string, std::shared_ptr<const T>> Shared(
+    std::map<std::string, std::unique_ptr<T>> map) {
+  std::map<std::string, std::shared_ptr<const T>> out;
+  for (auto& [name, p] : map) out[name] = std::move(p);
+  return out;
+}
+
 }  // namespace
 
 Catalog::Catalog(
     std::map<std::string, std::unique_ptr<dataset::Dataset>> datasets,
     std::map<std::string, std::unique_ptr<pipeline::Pipeline>> pipelines)
+    : datasets_(Shared(std::move(datasets))),
+      pipelines_(Shared(std::move(pipelines))) {}
+
+Catalog::Catalog(DatasetMap datasets, PipelineMap pipelines)
     : datasets_(std::move(datasets)), pipelines_(std::move(pipelines)) {}
+
+std::shared_ptr<const Catalog> Catalog::WithDataset(
+    const std::string& name,
+    std::shared_ptr<const dataset::Dataset> dataset) const {
+  DatasetMap datasets = datasets_;
+  datasets[name] = std::move(dataset);
+  return std::make_shared<const Catalog>(std::move(datasets), pipelines_);
+}
+
+std::shared_ptr<const Catalog> Catalog::WithoutDataset(
+    const std::string& name) const {
+  DatasetMap datasets = datasets_;
+  datasets.erase(name);
+  return std::make_shared<const Catalog>(std::move(datasets), pipelines_);
+}
 
 absl::StatusOr<const dataset::Dataset*> Catalog::FindDataset(
     const std::string& name) const {

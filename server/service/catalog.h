@@ -3,6 +3,9 @@
 // Immutable after construction and so thread-safe. A reload builds a new
 // catalog and swaps it in; streams keep the catalog they opened with alive
 // (shared_ptr) so a reload never pulls a dataset from under a running stream.
+// Datasets and pipelines are shared between catalogs: a dataset staged from
+// a `source` is opened once, when it becomes servable, and each catalog
+// built after that (WithDataset, a reload) holds the same object.
 #ifndef STOKER_SERVER_SERVICE_CATALOG_H_
 #define STOKER_SERVER_SERVICE_CATALOG_H_
 
@@ -20,8 +23,21 @@ namespace stoker::service {
 
 class Catalog {
  public:
+  using DatasetMap =
+      std::map<std::string, std::shared_ptr<const dataset::Dataset>>;
+  using PipelineMap =
+      std::map<std::string, std::shared_ptr<const pipeline::Pipeline>>;
+
   Catalog(std::map<std::string, std::unique_ptr<dataset::Dataset>> datasets,
           std::map<std::string, std::unique_ptr<pipeline::Pipeline>> pipelines);
+  Catalog(DatasetMap datasets, PipelineMap pipelines);
+
+  // This catalog with `dataset` added as `name` (or replacing it).
+  std::shared_ptr<const Catalog> WithDataset(
+      const std::string& name,
+      std::shared_ptr<const dataset::Dataset> dataset) const;
+  // This catalog without `name`.
+  std::shared_ptr<const Catalog> WithoutDataset(const std::string& name) const;
 
   // NotFound naming the dataset and the ones that exist.
   absl::StatusOr<const dataset::Dataset*> FindDataset(
@@ -29,14 +45,8 @@ class Catalog {
   absl::StatusOr<const pipeline::Pipeline*> FindPipeline(
       const std::string& name) const;
 
-  const std::map<std::string, std::unique_ptr<dataset::Dataset>>& datasets()
-      const {
-    return datasets_;
-  }
-  const std::map<std::string, std::unique_ptr<pipeline::Pipeline>>& pipelines()
-      const {
-    return pipelines_;
-  }
+  const DatasetMap& datasets() const { return datasets_; }
+  const PipelineMap& pipelines() const { return pipelines_; }
 
   // The per-sample outputs of `pipeline` on the datasets it can run on, if
   // it runs on at least one and they all agree; else empty (the outputs
@@ -45,8 +55,8 @@ class Catalog {
       const pipeline::Pipeline& pipeline) const;
 
  private:
-  const std::map<std::string, std::unique_ptr<dataset::Dataset>> datasets_;
-  const std::map<std::string, std::unique_ptr<pipeline::Pipeline>> pipelines_;
+  const DatasetMap datasets_;
+  const PipelineMap pipelines_;
 };
 
 // The schema of a dataset as the pipeline layer sees it.

@@ -1,9 +1,11 @@
 #include "server/service/opener.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/service/staging_wait.h"
 
 namespace stoker::service {
 
@@ -47,6 +49,8 @@ void Opener::Stop() {
     p.done(stopping);
   }
   parked_.clear();
+  for (Staging& s : staging_) s.request.done(stopping);
+  staging_.clear();
   for (Request& r : unanswered) r.done(stopping);
 }
 
@@ -96,7 +100,7 @@ void Opener::Loop() {
     {
       absl::MutexLock lock(&mu_);
       if (incoming_.empty() && !freed_ && !stopping_) {
-        if (parked_.empty()) {
+        if (parked_.empty() && staging_.empty()) {
           while (incoming_.empty() && !freed_ && !stopping_) wake_cv_.Wait(&mu_);
         } else {
           wake_cv_.WaitWithTimeout(&mu_, kPoll);
@@ -110,25 +114,53 @@ void Opener::Loop() {
     for (auto it = parked_.begin(); it != parked_.end();) {
       it = Retry(*it) ? parked_.erase(it) : std::next(it);
     }
+    for (auto it = staging_.begin(); it != staging_.end();) {
+      it = Begin(it->request, it->until) ? staging_.erase(it) : std::next(it);
+    }
     for (Request& r : incoming) {
-      absl::StatusOr<PendingOpen> open = service_->Prepare(r.spec, r.deadline);
-      if (!open.ok()) {
-        r.done(open.status());
-        continue;
-      }
-      Parked p{*std::move(open), std::move(r.cancelled), std::move(r.done)};
-      bool waiting = false;
-      absl::StatusOr<std::shared_ptr<StreamTicket>> ticket =
-          service_->TryAdmit(p.open, &waiting);
-      if (ticket.ok()) {
-        p.done(service_->Complete(std::move(p.open), *std::move(ticket)));
-      } else if (!waiting) {
-        p.done(ticket.status());
-      } else if (!Retry(p)) {  // Deadline already past, or cancelled?
-        parked_.push_back(std::move(p));
-      }
+      if (Begin(r, absl::InfinitePast())) continue;
+      const absl::Duration wait =
+          absl::Seconds(service_->options().admission_wait_seconds);
+      const absl::Time until = std::min(r.deadline, absl::Now() + wait);
+      staging_.push_back(Staging{std::move(r), until});
     }
   }
+}
+
+bool Opener::Begin(Request& r, absl::Time staged_until) {
+  absl::StatusOr<PendingOpen> open = service_->Prepare(r.spec, r.deadline);
+  if (!open.ok()) {
+    if (!IsStaging(open.status())) {
+      r.done(open.status());
+      return true;
+    }
+    if (staged_until == absl::InfinitePast()) return false;  // Just came.
+    if (absl::Now() >= staged_until) {
+      r.done(absl::UnavailableError(absl::StrCat(
+          open.status().message(),
+          "; the open gave up waiting for it (limits.admission_wait, or the "
+          "request's open_timeout); retry later")));
+      return true;
+    }
+    if (r.cancelled && r.cancelled()) {
+      r.done(absl::CancelledError(absl::StrCat(
+          "the client gave up while waiting: ", open.status().message())));
+      return true;
+    }
+    return false;
+  }
+  Parked p{*std::move(open), std::move(r.cancelled), std::move(r.done)};
+  bool waiting = false;
+  absl::StatusOr<std::shared_ptr<StreamTicket>> ticket =
+      service_->TryAdmit(p.open, &waiting);
+  if (ticket.ok()) {
+    p.done(service_->Complete(std::move(p.open), *std::move(ticket)));
+  } else if (!waiting) {
+    p.done(ticket.status());
+  } else if (!Retry(p)) {  // Deadline already past, or cancelled?
+    parked_.push_back(std::move(p));
+  }
+  return true;
 }
 
 }  // namespace stoker::service

@@ -7,7 +7,11 @@
 // microseconds, except the wait for admission, where an open is parked in a
 // list instead. Parked opens are tried again, in the order they came,
 // whenever admission frees something (its listener wakes the thread), and
-// at least every kPoll for their deadline and for a caller that gave up. A
+// at least every kPoll for their deadline and for a caller that gave up.
+// An open of a dataset still being staged (staging_wait.h) waits the same
+// way, before its checks: it is prepared again every kPoll until the
+// dataset is servable, and answered with the staging progress when its
+// deadline (at most admission_wait) passes first. A
 // parked open counts against max_streams and max_streams_per_peer, so the
 // list is as bounded as the streams are; a burst of a thousand opens costs a
 // thousand list entries, not a thousand threads.
@@ -66,10 +70,21 @@ class Opener {
     std::function<bool()> cancelled;
     Done done;
   };
+  // An open of a dataset being staged; `until` is its deadline, at most
+  // admission_wait from when it came.
+  struct Staging {
+    Request request;
+    absl::Time until;
+  };
 
   void Loop();
   // Tries `parked` once: true when it was answered (and so leaves the list).
   bool Retry(Parked& parked);
+  // Prepares `r` and tries admission, parking it when it must wait for
+  // admission; `staged_until` is set for an open waiting for staging.
+  // Returns false when the open waits for its dataset's staging (the
+  // caller keeps it), true when it was answered or parked.
+  bool Begin(Request& r, absl::Time staged_until);
 
   StreamService* const service_;
 
@@ -81,6 +96,7 @@ class Opener {
   std::thread thread_;
   // Touched only by the thread (and by Stop() after joining it).
   std::list<Parked> parked_;
+  std::list<Staging> staging_;
 };
 
 }  // namespace stoker::service

@@ -95,6 +95,10 @@ absl::StatusOr<PendingOpen> StreamService::Prepare(
   }
   absl::StatusOr<const dataset::Dataset*> dataset =
       p.catalog->FindDataset(spec.dataset);
+  if (!dataset.ok() && options_.staging) {
+    // Being staged (the Opener waits), or its staging failed.
+    if (absl::Status s = options_.staging(spec.dataset); !s.ok()) return s;
+  }
   if (!dataset.ok()) return dataset.status();
   absl::StatusOr<const pipeline::Pipeline*> pipe =
       p.catalog->FindPipeline(spec.pipeline);

@@ -35,6 +35,7 @@
 #include "server/service/admission.h"
 #include "server/service/catalog.h"
 #include "server/service/shared_run.h"
+#include "server/service/staging_wait.h"
 #include "server/service/stream.h"
 
 namespace stoker::service {
@@ -64,6 +65,9 @@ struct ServiceOptions {
   // Where streams may have helpers build chunks of their batches; null:
   // every batch is built here. Outlives the service.
   ChunkPlacer* placer = nullptr;
+  // Asked about a dataset the catalog lacks (staging_wait.h); empty: none
+  // is ever staged.
+  StagingLookup staging;
 };
 
 struct OpenedStream {
@@ -132,6 +136,7 @@ class StreamService {
                 std::shared_ptr<const Catalog> catalog);
 
   std::shared_ptr<const Catalog> catalog() const;
+  const ServiceOptions& options() const { return options_; }
   void SetCatalog(std::shared_ptr<const Catalog> catalog);
 
   // NotFound for an unknown dataset or pipeline; InvalidArgument naming the

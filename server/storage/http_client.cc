@@ -339,6 +339,7 @@ absl::StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& r,
     }
     if (!retryable || attempt >= attempts) break;
     if (r.on_retry) r.on_retry(last);
+    if (options_.on_retry) options_.on_retry(last);
     absl::SleepFor(
         RetryWait(options_.retry, attempt,
                   std::uniform_real_distribution<double>(0.0, 1.0)(rng)));

@@ -77,6 +77,9 @@ struct HttpOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
   // A transfer slower than 1 byte/s for this long is cut and retried.
   absl::Duration stall_timeout = absl::Seconds(30);
+  // Called before each retry of any request, after its own on_retry, with
+  // what failed (counters). May be empty; called from the calling threads.
+  std::function<void(const absl::Status&)> on_retry;
 };
 
 class HttpClient {

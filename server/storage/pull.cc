@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using dataset::kManifestFile;
+
+constexpr char kDestLockedPayload[] = "stoker.dev/pull-dest-locked";
 using dataset::Manifest;
 using dataset::ShardInfo;
 
@@ -43,9 +46,11 @@ class DestLock {
       char buf[32] = {};
       const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
       ::close(fd);
-      return absl::FailedPreconditionError(
+      absl::Status locked = absl::FailedPreconditionError(
           absl::StrCat("another pull (pid ", n > 0 ? buf : "unknown",
                        ") is writing ", dest, "; wait for it or stop it"));
+      locked.SetPayload(kDestLockedPayload, absl::Cord("1"));
+      return locked;
     }
     const std::string pid = absl::StrCat(::getpid());
     if (::ftruncate(fd, 0) != 0 ||
@@ -158,6 +163,11 @@ class Puller {
 
   void RunChunk(const Chunk& c) {
     if (Failed()) return;
+    if (options_.cancelled && options_.cancelled()) {
+      Fail(absl::CancelledError(
+          absl::StrCat("the pull into ", dest_, " was stopped")));
+      return;
+    }
     if (absl::Status s = Fetch(*c.file, c.offset, c.length); !s.ok()) {
       Fail(s);
       return;
@@ -209,12 +219,18 @@ class Puller {
           errno, absl::StrCat("cannot rename ", PartPath(f), " to ", to));
     }
     meter_->FileDone();
+    Published(f.name);
     return absl::OkStatus();
   }
 
   void Notice(const std::string& line) {
     absl::MutexLock lock(&mu_);
     if (options_.notice) options_.notice(line);
+  }
+
+  void Published(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    if (options_.on_published) options_.on_published(name);
   }
 
   Store& source_;
@@ -227,9 +243,18 @@ class Puller {
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
-// The files of `m` in dataset order: each shard, then its index.
+// The files of `m` in the order they are fetched: every record index, then
+// every shard, in shard order.
 std::vector<std::unique_ptr<FileJob>> FilesOf(const Manifest& m) {
   std::vector<std::unique_ptr<FileJob>> out;
+  for (const ShardInfo& s : m.shards) {
+    if (!s.has_index()) continue;
+    auto index = std::make_unique<FileJob>();
+    index->name = s.index_file;
+    index->bytes = s.index_bytes;
+    index->digest = s.index_digest;
+    out.push_back(std::move(index));
+  }
   for (const ShardInfo& s : m.shards) {
     auto shard = std::make_unique<FileJob>();
     shard->name = s.file;
@@ -237,12 +262,6 @@ std::vector<std::unique_ptr<FileJob>> FilesOf(const Manifest& m) {
     shard->digest = s.digest;
     shard->shard = &s;
     out.push_back(std::move(shard));
-    if (!s.has_index()) continue;
-    auto index = std::make_unique<FileJob>();
-    index->name = s.index_file;
-    index->bytes = s.index_bytes;
-    index->digest = s.index_digest;
-    out.push_back(std::move(index));
   }
   return out;
 }
@@ -267,6 +286,10 @@ void ForgetOtherPull(const std::string& dest, const std::string& state,
 }
 
 }  // namespace
+
+bool IsDestLocked(const absl::Status& status) {
+  return status.GetPayload(kDestLockedPayload).has_value();
+}
 
 absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
                                     const TransferOptions& options) {
@@ -295,6 +318,7 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
   }
   TransferReport report;
   report.manifest = *manifest;
+  if (options.on_manifest) options.on_manifest(*manifest, *text);
 
   const std::string dest_manifest = absl::StrCat(dest, "/", kManifestFile);
   std::string existing;
@@ -305,7 +329,10 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
           source.Display(), "'s); remove it or pull elsewhere"));
     }
     fs::remove_all(state, ec);
-    report.files_reused = FilesOf(*manifest).size();
+    for (const auto& f : FilesOf(*manifest)) {
+      ++report.files_reused;
+      if (options.on_published) options.on_published(f->name);
+    }
     return report;
   }
   const std::string state_manifest = absl::StrCat(state, "/", kManifestFile);
@@ -337,9 +364,17 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
       initial.bytes_done += f->bytes;
       ++initial.files_done;
       ++report.files_reused;
+      if (options.on_published) options.on_published(f->name);
       continue;
     }
     todo.push_back(std::move(f));
+  }
+  if (options.reserve) {
+    if (absl::Status s =
+            options.reserve(initial.bytes_total - initial.bytes_done);
+        !s.ok()) {
+      return s;
+    }
   }
   if (report.files_reused > 0 && options.notice) {
     options.notice(absl::StrCat("resuming: ", report.files_reused, " of ",

@@ -8,8 +8,10 @@
 //   2. Reads SOURCE's manifest. A DEST whose manifest.json is the same text
 //      is complete: nothing is fetched. A DEST with another manifest is
 //      refused.
-//   3. Fetches every shard file and record index that DEST does not hold
-//      yet, in chunks of `chunk_bytes`, `parallel` ranged GETs at a time,
+//   3. Fetches every record index, then every shard file, that DEST does
+//      not hold yet (the indexes first: with them a reader can fetch single
+//      records by range before the shards are in), in chunks of
+//      `chunk_bytes`, `parallel` ranged GETs at a time,
 //      each into DEST/.stoker-pull/FILE.part. A file whose chunks are all
 //      in is checked (its digest; a shard packed without one, record by
 //      record), fsynced and renamed to DEST/FILE: it is published. A copy
@@ -59,6 +61,24 @@ struct TransferOptions {
   std::function<void(const TransferProgress&)> progress;
   // Lines worth telling the user (resumed files, a refetch). May be empty.
   std::function<void(const std::string&)> notice;
+
+  // The hooks below may be empty; the daemon's stager uses them.
+  // Pull: called once SOURCE's manifest is read and checked, before
+  // anything is fetched, with the manifest and its text.
+  std::function<void(const dataset::Manifest&, const std::string&)>
+      on_manifest;
+  // Pull: called after the manifest with the bytes still to fetch (the
+  // files DEST does not hold yet); an error stops the pull before any
+  // part file is created (no room on the disk, over a cache limit).
+  std::function<absl::Status(uint64_t)> reserve;
+  // Pull: called for each file (a shard or a record index, by name) that
+  // is in DEST, checked: at the start for those an earlier, killed pull
+  // published, then as each is renamed into place, from the transferring
+  // threads, one call at a time.
+  std::function<void(const std::string&)> on_published;
+  // Pull: asked before each chunk; once true the pull stops and returns
+  // Cancelled (the files published so far stay, for a later resume).
+  std::function<bool()> cancelled;
 };
 
 struct TransferReport {
@@ -71,6 +91,10 @@ struct TransferReport {
 
 absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
                                     const TransferOptions& options);
+
+// Whether `status` is Pull's refusal because another process holds the
+// lock on DEST (its message names that process's pid).
+bool IsDestLocked(const absl::Status& status);
 
 absl::StatusOr<TransferReport> Push(const std::string& dir, Store& dest,
                                     const TransferOptions& options);

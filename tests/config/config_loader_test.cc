@@ -220,6 +220,53 @@ pipelines: {raw: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_FALSE(h.insecure);
 }
 
+TEST_F(ConfigLoaderTest, ADatasetWithASourceNeedNotExistAndStorageIsRead) {
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: $DIR/s.sock}
+storage:
+  cache_limit: 2GiB
+  parallel: 4
+  chunk_size: 8MiB
+  s3: {region: eu-west-1, endpoint: "http://127.0.0.1:9000", profile: ci,
+       credentials_file: creds}
+datasets:
+  train: {path: staged/train, source: "s3://bucket/packs/train"}
+  mount: {path: staged/mount, source: ../nfs/train}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_EQ(options->datasets.size(), 2u);
+  EXPECT_EQ(options->datasets[0].source, "s3://bucket/packs/train");
+  EXPECT_EQ(options->datasets[0].path, (dir_.path() / "staged/train").string());
+  EXPECT_EQ(options->datasets[1].source,
+            (dir_.path().parent_path() / "nfs/train").string());
+  const StorageOptions& s = options->storage;
+  EXPECT_EQ(s.cache_limit, uint64_t{2} << 30);
+  EXPECT_EQ(s.parallel, 4u);
+  EXPECT_EQ(s.chunk_size, uint64_t{8} << 20);
+  EXPECT_EQ(s.s3_region, "eu-west-1");
+  EXPECT_EQ(s.s3_endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(s.s3_profile, "ci");
+  EXPECT_EQ(s.s3_credentials_file, (dir_.path() / "creds").string());
+}
+
+TEST_F(ConfigLoaderTest, StorageMistakesAreNamed) {
+  const absl::Status s = Load(R"(
+listen: {unix: $DIR/s.sock}
+storage: {parallel: 0, chunk_size: 1KiB, s3: {endpoint: minio:9000, secret: x}}
+datasets: {train: {path: $DIR/missing}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)").status();
+  EXPECT_THAT(s.message(), HasSubstr("storage.parallel"));
+  EXPECT_THAT(s.message(), HasSubstr("storage.chunk_size: 1024 bytes is "
+                                     "outside 64KiB to 1GiB"));
+  EXPECT_THAT(s.message(), HasSubstr("storage.s3.endpoint: 'minio:9000' is "
+                                     "not an http:// or https:// URL"));
+  EXPECT_THAT(s.message(), HasSubstr("secret"));
+  // Without a source, a missing path is still a mistake.
+  EXPECT_THAT(s.message(), HasSubstr("does not exist"));
+}
+
 TEST_F(ConfigLoaderTest, RelativeDatasetPathResolvesAgainstConfigDirectory) {
   dir_.MakeDir("conf/shards/train");
   const std::filesystem::path file = dir_.WriteFile("conf/stoker.yaml", R"(

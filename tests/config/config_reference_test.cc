@@ -31,7 +31,8 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
       AllowedKeys(""),
       ElementsAre("listen", "workers", "prefetch", "memory_budget",
                   "device_memory_budget", "on_corrupt", "limits", "sharing",
-                  "helpers", "jobs", "metrics", "datasets", "pipelines"));
+                  "helpers", "jobs", "metrics", "datasets", "storage",
+                  "pipelines"));
   EXPECT_THAT(AllowedKeys("listen"),
               ElementsAre("unix", "tcp", "unix_mode", "unix_group", "tls",
                           "insecure_remote"));
@@ -53,7 +54,11 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
               ElementsAre("ca", "cert", "key", "server_name"));
   EXPECT_THAT(AllowedKeys("jobs.JOB"), ElementsAre("weight"));
   EXPECT_THAT(AllowedKeys("metrics"), ElementsAre("listen"));
-  EXPECT_THAT(AllowedKeys("datasets.NAME"), ElementsAre("path"));
+  EXPECT_THAT(AllowedKeys("datasets.NAME"), ElementsAre("path", "source"));
+  EXPECT_THAT(AllowedKeys("storage"),
+              ElementsAre("cache_limit", "parallel", "chunk_size", "s3"));
+  EXPECT_THAT(AllowedKeys("storage.s3"),
+              ElementsAre("region", "endpoint", "profile", "credentials_file"));
   EXPECT_THAT(AllowedKeys("nothing"), IsEmpty());
 }
 

@@ -264,3 +264,43 @@ TEST(PrometheusCollectorTest, EmptyDaemonRenders) {
 
 }  // namespace
 }  // namespace stoker::metrics
+
+namespace stoker::metrics {
+namespace {
+
+TEST(PrometheusCollectorTest, EachStagedDatasetHasItsSeries) {
+  DaemonStats d;
+  EXPECT_THAT(RenderExposition(d), Not(HasSubstr("stoker_stage_bytes")));
+  staging::StageStatus s;
+  s.dataset = "train";
+  s.state = staging::StageStatus::State::kCopying;
+  s.bytes_total = 1000;
+  s.bytes_done = 600;
+  s.bytes_moved = 650;
+  s.shards_total = 4;
+  s.shards_done = 2;
+  s.retries = 3;
+  s.errors = {{"503", 2}, {"transport", 1}};
+  s.remote_records = 7;
+  d.staging.push_back(s);
+  const std::string text = RenderExposition(d);
+  constexpr char kD[] = R"(dataset="train")";
+  EXPECT_EQ(Value(text, "stoker_stage_bytes_total", kD), 650);
+  EXPECT_EQ(Value(text, "stoker_stage_remaining_bytes", kD), 400);
+  EXPECT_EQ(Value(text, "stoker_stage_size_bytes", kD), 1000);
+  EXPECT_EQ(Value(text, "stoker_stage_shards_staged", kD), 2);
+  EXPECT_EQ(Value(text, "stoker_stage_shards", kD), 4);
+  EXPECT_EQ(Value(text, "stoker_stage_servable", kD), 0);
+  EXPECT_EQ(Value(text, "stoker_stage_complete", kD), 0);
+  EXPECT_EQ(Value(text, "stoker_stage_retries_total", kD), 3);
+  EXPECT_EQ(Value(text, "stoker_stage_remote_records_total", kD), 7);
+  EXPECT_EQ(Value(text, "stoker_stage_errors_total",
+                  R"(dataset="train",status="503")"),
+            2);
+  EXPECT_EQ(Value(text, "stoker_stage_errors_total",
+                  R"(dataset="train",status="transport")"),
+            1);
+}
+
+}  // namespace
+}  // namespace stoker::metrics

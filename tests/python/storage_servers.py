@@ -4,7 +4,7 @@ s3rver (npm, installed by .ci/install-deps into tests/.node) for S3 behind
 FaultProxy, which checks every request's SigV4 signature with botocore (the
 AWS SDK's signer: s3rver itself accepts any V4 signature) and injects the
 faults a test asks for: 503s, cut connections, a corrupt byte, latency, a
-bandwidth limit. It also counts the bytes served per object.
+bandwidth limit per answer or for all answers together (a link). It also counts the bytes served per object.
 """
 import grp
 import http.client
@@ -211,8 +211,22 @@ class Faults:
         self.corrupt = {}         # Object name -> byte offset to flip.
         self.latency = 0.0        # Seconds before each answer.
         self.rate = 0             # Bytes/s per answer; 0: unlimited.
+        self.link_rate = 0        # Bytes/s of all answers together; 0: no.
+        self.link_free_at = 0.0   # When the shared link is free again.
         self.served = {}          # Object name -> body bytes served.
         self.requests = []        # (method, path) of each request.
+
+    def pace(self, n):
+        """Waits until `n` bytes may cross the shared link (link_rate): the
+        answers of all connections together get at most that rate."""
+        if not self.link_rate:
+            return
+        with self.lock:
+            now = time.monotonic()
+            start = max(now, self.link_free_at)
+            self.link_free_at = start + n / self.link_rate
+            done = self.link_free_at
+        time.sleep(max(0.0, done - now))
 
     def take(self, name):
         with self.lock:
@@ -319,6 +333,7 @@ class FaultProxy:
         step = 16384
         for i in range(0, len(data), step):
             piece = data[i:i + step]
+            f.pace(len(piece))
             h.wfile.write(piece)
             with f.lock:
                 f.served[name] = f.served.get(name, 0) + len(piece)

@@ -155,7 +155,8 @@ def test_a_killed_pull_resumes_without_fetching_finished_shards(tmp_path,
              "--parallel", "1", "--chunk-size", "16KiB"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for(lambda: (dest / "shard-00000.idx").exists(), 60,
+            # The record indexes come first, then the shards.
+            wait_for(lambda: (dest / "shard-00000.lmdb").exists(), 60,
                      "the first shard to be published")
         finally:
             pull.send_signal(signal.SIGKILL)

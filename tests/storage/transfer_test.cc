@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/dataset/file_util.h"
@@ -78,6 +79,52 @@ TEST_F(TransferTest, PullRefusesADestHoldingAnotherDataset) {
   absl::Status s = Pull(*src, *other, {}).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("holds another dataset"));
+}
+
+TEST_F(TransferTest, PullTellsTheManifestThenIndexesBeforeShards) {
+  const std::string dest = tmp_.path() + "/dest";
+  std::vector<std::string> events;
+  TransferOptions o;
+  o.parallel = 1;
+  o.on_manifest = [&](const dataset::Manifest& m, const std::string& text) {
+    events.push_back(absl::StrCat("manifest ", m.shards.size(), " ",
+                                  text.empty() ? "empty" : "text"));
+  };
+  o.reserve = [&](uint64_t bytes) {
+    events.push_back(bytes > 0 ? "reserve" : "reserve 0");
+    return absl::OkStatus();
+  };
+  o.on_published = [&](const std::string& f) { events.push_back(f); };
+  std::unique_ptr<Store> src = Local(src_);
+  ASSERT_TRUE(Pull(*src, dest, o).ok());
+  EXPECT_THAT(events,
+              ::testing::ElementsAre(
+                  "manifest 3 text", "reserve", "shard-00000.idx",
+                  "shard-00001.idx", "shard-00002.idx", "shard-00000.lmdb",
+                  "shard-00001.lmdb", "shard-00002.lmdb"));
+  // A pull of a complete DEST tells every file again.
+  events.clear();
+  ASSERT_TRUE(Pull(*src, dest, o).ok());
+  EXPECT_EQ(events.size(), 7u);
+}
+
+TEST_F(TransferTest, PullStopsWhenReserveRefusesAndWhenCancelled) {
+  const std::string dest = tmp_.path() + "/dest";
+  TransferOptions o;
+  o.reserve = [](uint64_t bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("no room for ", bytes));
+  };
+  std::unique_ptr<Store> src = Local(src_);
+  absl::Status s = Pull(*src, dest, o).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_FALSE(fs::exists(dest + "/shard-00000.idx"));
+  o.reserve = nullptr;
+  o.cancelled = [] { return true; };
+  s = Pull(*src, dest, o).status();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_FALSE(fs::exists(dest + "/manifest.json"));
+  o.cancelled = nullptr;
+  ASSERT_TRUE(Pull(*src, dest, o).ok());
 }
 
 TEST_F(TransferTest, PushRefusesAnotherDatasetUnlessForced) {
