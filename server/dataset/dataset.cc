@@ -16,6 +16,7 @@ namespace stoker::dataset {
 namespace {
 
 constexpr char kShardDamageUrl[] = "type.stoker.dev/shard-damage";
+constexpr char kSourceFailureUrl[] = "type.stoker.dev/source-failure";
 
 absl::Status Prefix(const absl::Status& s, absl::string_view prefix) {
   absl::Status out(s.code(), absl::StrCat(prefix, s.message()));
@@ -84,6 +85,15 @@ absl::Status MarkShardDamage(absl::Status status) {
 
 bool IsShardDamage(const absl::Status& status) {
   return status.GetPayload(kShardDamageUrl).has_value();
+}
+
+absl::Status MarkSourceFailure(absl::Status status) {
+  status.SetPayload(kSourceFailureUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsSourceFailure(const absl::Status& status) {
+  return status.GetPayload(kSourceFailureUrl).has_value();
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(std::string name,

@@ -53,6 +53,14 @@ namespace stoker::dataset {
 absl::Status MarkShardDamage(absl::Status status);
 bool IsShardDamage(const absl::Status& status);
 
+// A status that says a record of a shard not local yet could not be read
+// from the dataset's source (it is down, refuses, or cut the connection),
+// not that the record is bad: such an error ends a stream whatever
+// on_corrupt says, since skipping would lose a sound sample. Its code is
+// the source's (Unavailable, PermissionDenied, NotFound, ...).
+absl::Status MarkSourceFailure(absl::Status status);
+bool IsSourceFailure(const absl::Status& status);
+
 // A shard found damaged while serving.
 struct ShardDamage {
   std::string file;    // The shard file's name in the dataset directory.

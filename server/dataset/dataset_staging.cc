@@ -159,7 +159,12 @@ absl::Status Dataset::ReadRemote(
     absl::FunctionRef<absl::Status(const RecordView&)> fn,
     ReadInfo* info) const {
   absl::StatusOr<RemoteRecord> record = remote_->Get(shard, id);
-  if (!record.ok()) return Annotate(record.status(), shard, id);
+  if (!record.ok()) {
+    // A record that failed its check twice is a bad record, as a local one
+    // would be; anything else is the source failing.
+    absl::Status error = Annotate(record.status(), shard, id);
+    return absl::IsDataLoss(error) ? error : MarkSourceFailure(error);
+  }
   if (info != nullptr) {
     info->from_source = true;
     info->bytes = record->value->size();

@@ -219,14 +219,16 @@ void Stream::FinishBatchOf(Building* batch) {
     // A ragged_limit's overflow policy decides for its own samples. A
     // damaged shard ends the stream even under kSkip: the file changed
     // under the daemon, and no read of it can be trusted. So does a
-    // FailedPrecondition (an image format this build cannot decode): the
-    // sample is fine, and skipping it would lose it.
+    // FailedPrecondition (an image format this build cannot decode), or a
+    // source that failed to deliver a record of a shard not staged yet:
+    // the sample is fine, and skipping it would lose it.
     const std::optional<pipeline::RaggedOverflow> overflow =
         pipeline::RaggedOverflowOf(error);
     const bool skip = overflow.has_value()
                           ? *overflow == pipeline::RaggedOverflow::kSkip
                           : on_corrupt_ != OnCorrupt::kFail &&
                                 !dataset::IsShardDamage(error) &&
+                                !dataset::IsSourceFailure(error) &&
                                 !absl::IsFailedPrecondition(error);
     if (!skip) {
       batch->run_error = error;

@@ -232,6 +232,7 @@ TEST_F(DatasetStagingTest, CorruptRemoteRecordIsRefetchedThenDataLossWithUrl) {
   EXPECT_THAT(st.message(), HasSubstr("key 4"));
   EXPECT_THAT(st.message(), HasSubstr(bad + "/" + shard.file));
   EXPECT_FALSE(IsShardDamage(st));  // One record, as a local bad record.
+  EXPECT_FALSE(IsSourceFailure(st));
   EXPECT_EQ(ds->remote_stats().refetches, 1u);
   // Its neighbours are sound; a prefetch that meets it keeps the error for
   // the read that needs the record.
@@ -241,6 +242,24 @@ TEST_F(DatasetStagingTest, CorruptRemoteRecordIsRefetchedThenDataLossWithUrl) {
   EXPECT_EQ(ds->Read(4, [](const RecordView&) { return absl::OkStatus(); })
                 .code(),
             absl::StatusCode::kDataLoss);
+}
+
+TEST_F(DatasetStagingTest, SourceThatFailsIsASourceFailureNotABadRecord) {
+  // The source loses shard 2 after the dataset opened (its index was read).
+  const std::string gone = tmp_.path() + "/gone";
+  fs::copy(source_, gone);
+  std::unique_ptr<Dataset> ds = OpenStaging(FolderSource(gone));
+  ASSERT_NE(ds, nullptr);
+  fs::remove(gone + "/" + manifest_.shards[2].file);
+  const uint64_t id = manifest_.shards[2].first_id;
+  const absl::Status st =
+      ds->Read(id, [](const RecordView&) { return absl::OkStatus(); });
+  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(absl::IsDataLoss(st)) << st;
+  EXPECT_TRUE(IsSourceFailure(st)) << st;
+  EXPECT_THAT(st.message(), HasSubstr(absl::StrCat("key ", id)));
+  // A bad record is not one.
+  EXPECT_FALSE(IsSourceFailure(absl::DataLossError("checksum mismatch")));
 }
 
 TEST_F(DatasetStagingTest, PackWithoutRecordIndexesWaitsForItsCopy) {
