@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
@@ -191,6 +192,9 @@ TEST_F(DatasetStagingTest, ReadWaitsForTheFetchInFlightInsteadOfFetchingTwice) {
   GatedSource* gate = gated.get();
   std::unique_ptr<Dataset> ds = OpenStaging(std::move(gated));
   ASSERT_NE(ds, nullptr);
+  // Runs before ds goes, even when an assertion fails: its fetchers, held
+  // in the gate, must finish for it to stop.
+  absl::Cleanup open_gate = [gate] { gate->Open(); };
   const std::vector<uint64_t> ids = {5, 6};
   ds->Prefetch(ids);
   ASSERT_TRUE(testing::WaitFor([&] { return gate->waiting() == 1; },
