@@ -16,6 +16,7 @@ namespace stoker::dataset {
 namespace {
 
 constexpr char kShardDamageUrl[] = "type.stoker.dev/shard-damage";
+constexpr char kSourceFailureUrl[] = "type.stoker.dev/source-failure";
 
 absl::Status Prefix(const absl::Status& s, absl::string_view prefix) {
   absl::Status out(s.code(), absl::StrCat(prefix, s.message()));
@@ -86,6 +87,15 @@ bool IsShardDamage(const absl::Status& status) {
   return status.GetPayload(kShardDamageUrl).has_value();
 }
 
+absl::Status MarkSourceFailure(absl::Status status) {
+  status.SetPayload(kSourceFailureUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsSourceFailure(const absl::Status& status) {
+  return status.GetPayload(kSourceFailureUrl).has_value();
+}
+
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(std::string name,
                                                        std::string dir) {
   const std::string prefix = absl::StrCat("dataset '", name, "': ");
@@ -114,12 +124,27 @@ Dataset::Dataset(std::string name, std::string dir, Manifest manifest,
       dir_(std::move(dir)),
       manifest_(std::move(manifest)),
       shards_(std::move(shards)),
+      local_(new std::atomic<bool>[shards_.size()]),
       damaged_(new std::atomic<bool>[shards_.size()]),
       damage_(shards_.size()) {
-  for (size_t i = 0; i < shards_.size(); ++i) damaged_[i] = false;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    damaged_[i] = false;
+    local_[i] = true;
+  }
+}
+
+Dataset::~Dataset() {
+  // The fetchers read manifest_; stop them first.
+  if (remote_ != nullptr) remote_->Stop();
 }
 
 absl::StatusOr<std::string> Dataset::ContentDigest() const {
+  if (staging()) {
+    // Not kept: it can be computed once every shard is local.
+    return absl::UnavailableError(absl::StrCat(
+        "dataset '", name_, "': its content digest is computed from the "
+        "local copy, which is not complete yet"));
+  }
   absl::MutexLock lock(&digest_mu_);
   if (digest_.has_value()) return *digest_;
   absl::StatusOr<std::string> digest =
@@ -145,7 +170,8 @@ int Dataset::FieldIndex(std::string_view field) const {
 }
 
 absl::Status Dataset::Read(
-    uint64_t id, absl::FunctionRef<absl::Status(const RecordView&)> fn) const {
+    uint64_t id, absl::FunctionRef<absl::Status(const RecordView&)> fn,
+    ReadInfo* info) const {
   if (id >= num_samples()) {
     return absl::NotFoundError(absl::StrCat("dataset '", name_, "': sample id ",
                                             id, " out of range [0, ",
@@ -162,6 +188,9 @@ absl::Status Dataset::Read(
         Annotate(absl::DataLossError(absl::StrCat(
                      "the shard was found damaged (", damage_[shard], ")")),
                  shard, id));
+  }
+  if (!local_[shard].load(std::memory_order_acquire)) {
+    return ReadRemote(shard, id, fn, info);
   }
   const ReadOnlyShard& s = shards_[shard];
   const std::string key = EncodeKey(id);
@@ -195,8 +224,13 @@ absl::Status Dataset::Read(
                ? Damaged(shard, id, std::move(error))
                : Annotate(error, shard, id);
   }
-  absl::StatusOr<RecordView> record =
-      DecodeRecord(std::string_view(copy.get(), get.size));
+  return Deliver(std::string_view(copy.get(), get.size), shard, id, fn);
+}
+
+absl::Status Dataset::Deliver(
+    std::string_view value, size_t shard, uint64_t id,
+    absl::FunctionRef<absl::Status(const RecordView&)> fn) const {
+  absl::StatusOr<RecordView> record = DecodeRecord(value);
   if (!record.ok()) return Annotate(record.status(), shard, id);
   if (absl::Status st = CheckRecordSchema(*record, manifest_.fields);
       !st.ok()) {

@@ -12,10 +12,16 @@
 // damaged: that read and every later read of the shard return DataLoss
 // carrying the shard-damage payload (IsShardDamage), and Damage() lists it.
 //
+// A dataset opened with OpenStaging is served while its copy runs: a shard
+// whose file is not in `dir` yet is read record by record from the source
+// (remote_records.h), and PublishShard switches it to the local file once
+// the copy has published it. A local shard reads as in a dataset opened
+// with Open: the only cost of staging on that path is one atomic load.
+//
 // Thread-safe: after Open the members are constant except the damage
-// records, which are atomic or guarded; each Read runs in its own read-only
-// LMDB transaction. Nothing done through a Dataset can modify the files
-// (see OpenShardForRead).
+// records and, while staging, which shards are local, which are atomic or
+// guarded; each Read runs in its own read-only LMDB transaction. Nothing
+// done through a Dataset can modify the files (see OpenShardForRead).
 #ifndef STOKER_SERVER_DATASET_DATASET_H_
 #define STOKER_SERVER_DATASET_DATASET_H_
 
@@ -31,9 +37,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "server/dataset/lmdb_util.h"
 #include "server/dataset/manifest.h"
+#include "server/dataset/range_source.h"
 #include "server/dataset/record.h"
+#include "server/dataset/remote_records.h"
 
 namespace stoker::dataset {
 
@@ -44,10 +53,25 @@ namespace stoker::dataset {
 absl::Status MarkShardDamage(absl::Status status);
 bool IsShardDamage(const absl::Status& status);
 
+// A status that says a record of a shard not local yet could not be read
+// from the dataset's source (it is down, refuses, or cut the connection),
+// not that the record is bad: such an error ends a stream whatever
+// on_corrupt says, since skipping would lose a sound sample. Its code is
+// the source's (Unavailable, PermissionDenied, NotFound, ...).
+absl::Status MarkSourceFailure(absl::Status status);
+bool IsSourceFailure(const absl::Status& status);
+
 // A shard found damaged while serving.
 struct ShardDamage {
   std::string file;    // The shard file's name in the dataset directory.
   std::string reason;  // The first error that marked it.
+};
+
+// How one Read got its record, for the caller's counts.
+struct ReadInfo {
+  bool from_source = false;  // Read from the source, not the local copy.
+  uint64_t bytes = 0;        // The record's size, when from_source.
+  int64_t wait_ns = 0;       // Time spent waiting for the source.
 };
 
 class Dataset {
@@ -60,6 +84,21 @@ class Dataset {
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(std::string name,
                                                        std::string dir);
 
+  // Opens the dataset `manifest` (read from `source`) for serving while it
+  // is copied into `dir`. The shards whose files are in `dir` are local
+  // (REQUIRES: put there by a copy of this manifest, which publishes a file
+  // only once it is checked); the others are read from `source` by the
+  // ranges of their record indexes, which are read from `dir` when there,
+  // else from `source`, and checked against the manifest's digests.
+  // FailedPrecondition when a shard that is not local has no record index
+  // (a pack made without them is served only once its copy is complete);
+  // DataLoss when an index does not match its manifest entry; the source's
+  // error when it cannot be read.
+  static absl::StatusOr<std::unique_ptr<Dataset>> OpenStaging(
+      std::string name, std::string dir, Manifest manifest,
+      std::unique_ptr<RangeSource> source, const RemoteOptions& options);
+
+  ~Dataset();
   Dataset(const Dataset&) = delete;
   Dataset& operator=(const Dataset&) = delete;
 
@@ -78,8 +117,32 @@ class Dataset {
   // "dataset 'train': shard shard-00003.lmdb, key 1234: checksum mismatch",
   // or fn's error named the same way (the key is the sample id).
   // The record handed to fn is a private copy, never the map.
-  absl::Status Read(
-      uint64_t id, absl::FunctionRef<absl::Status(const RecordView&)> fn) const;
+  // A record of a shard that is not local yet is read from the source
+  // (see OpenStaging): then `info`, when given, says so.
+  absl::Status Read(uint64_t id,
+                    absl::FunctionRef<absl::Status(const RecordView&)> fn,
+                    ReadInfo* info = nullptr) const;
+
+  // Staging: the shard file `file` (a name in the manifest) was published
+  // in dir(): reads of its records switch to it. OK and nothing done for a
+  // name that is not a shard (a record index) or a shard already local;
+  // DataLoss as Open says when the file is not the shard.
+  absl::Status PublishShard(const std::string& file);
+
+  // True while some shard is not local.
+  bool staging() const {
+    return remote_shards_.load(std::memory_order_acquire) > 0;
+  }
+
+  // Staging: starts fetching the records `ids` that are not local, cached
+  // or being fetched (RemoteRecords::Prefetch). Returns at once; does
+  // nothing once every shard is local.
+  void Prefetch(absl::Span<const uint64_t> ids) const;
+
+  // Whether it was opened with shards to read from the source.
+  bool has_source() const { return remote_ != nullptr; }
+  // What reads from the source came to; zeros without one.
+  RemoteReadStats remote_stats() const;
 
   // The content digest of the records (content_digest.h), computed from
   // them on the first call (one page read per record) and kept. DataLoss
@@ -109,12 +172,29 @@ class Dataset {
   const std::string name_;
   const std::string dir_;
   const Manifest manifest_;
-  const std::vector<ReadOnlyShard> shards_;  // One per manifest_.shards entry.
+  // One per manifest_.shards entry. Shard i is set once, by the constructor
+  // or by PublishShard under publish_mu_, before local_[i] is set; it is
+  // read only after local_[i] is seen set.
+  std::vector<ReadOnlyShard> shards_;
+  const std::unique_ptr<std::atomic<bool>[]> local_;
+  std::atomic<size_t> remote_shards_{0};  // Shards with local_ unset.
+  // Reads the shards not local yet; null for a dataset opened with Open.
+  std::unique_ptr<RemoteRecords> remote_;
+  absl::Mutex publish_mu_;
 
   // Damage found while serving. A shard's flag is set once, after its
   // reason is stored; a read that sees it set returns the reason.
   const std::unique_ptr<std::atomic<bool>[]> damaged_;
   mutable std::atomic<bool> any_damage_{false};
+  // Reads record `id` of shard `shard` (not local) from the source.
+  absl::Status ReadRemote(size_t shard, uint64_t id,
+                          absl::FunctionRef<absl::Status(const RecordView&)> fn,
+                          ReadInfo* info) const;
+  // Checks `value`, record `id` of `shard`, and hands it to fn.
+  absl::Status Deliver(std::string_view value, size_t shard, uint64_t id,
+                       absl::FunctionRef<absl::Status(const RecordView&)> fn)
+      const;
+
   // ContentDigest(), once computed.
   mutable absl::Mutex digest_mu_;
   mutable std::optional<absl::StatusOr<std::string>> digest_

@@ -153,6 +153,65 @@ void AddOpenStreams(const DaemonStats& stats, Families& f) {
           static_cast<double>(jobs.size() + anonymous_jobs));
 }
 
+// The datasets served while staging: their ranged reads of the source, by
+// dataset (docs/storage.md, "Serving while staging").
+void AddSourceReads(
+    Families& f,
+    const std::vector<service::StreamService::DatasetHealth>& datasets) {
+  struct Def {
+    const char* name;
+    const char* help;
+    double (*value)(const dataset::RemoteReadStats&);
+  };
+  static constexpr Def kDefs[] = {
+      {"stoker_source_requests_total",
+       "Ranged GETs of records sent to the dataset's source while its shards "
+       "were not staged (neighbouring records share one).",
+       [](const dataset::RemoteReadStats& s) {
+         return static_cast<double>(s.requests);
+       }},
+      {"stoker_source_fetched_bytes_total",
+       "Bytes those GETs returned.",
+       [](const dataset::RemoteReadStats& s) {
+         return static_cast<double>(s.bytes);
+       }},
+      {"stoker_source_request_seconds_total",
+       "Time those GETs took, summed (divide by stoker_source_requests_total "
+       "for the mean latency).",
+       [](const dataset::RemoteReadStats& s) {
+         return static_cast<double>(s.request_ns) * 1e-9;
+       }},
+      {"stoker_source_refetches_total",
+       "Records fetched again because the first copy failed its checksum.",
+       [](const dataset::RemoteReadStats& s) {
+         return static_cast<double>(s.refetches);
+       }},
+      {"stoker_source_errors_total",
+       "GETs of records that failed, and records that failed their checksum "
+       "twice.",
+       [](const dataset::RemoteReadStats& s) {
+         return static_cast<double>(s.errors);
+       }},
+  };
+  for (const Def& def : kDefs) {
+    MetricFamily& family = f.Add(def.name, def.help, MetricType::Counter);
+    for (const service::StreamService::DatasetHealth& d : datasets) {
+      if (!d.source.has_value()) continue;
+      family.metric.push_back(
+          Families::CounterMetric({{"dataset", d.dataset}}, def.value(*d.source)));
+    }
+  }
+  MetricFamily& cached = f.Add(
+      "stoker_source_cache_bytes",
+      "Bytes of records read from the source held in memory (bounded).",
+      MetricType::Gauge);
+  for (const service::StreamService::DatasetHealth& d : datasets) {
+    if (!d.source.has_value()) continue;
+    cached.metric.push_back(Families::GaugeMetric(
+        {{"dataset", d.dataset}}, static_cast<double>(d.source->cached_bytes)));
+  }
+}
+
 void AddDaemon(const DaemonStats& stats, Families& f) {
   f.Gauge("stoker_worker_threads", "Threads in the worker pool.",
           stats.pool.threads);
@@ -260,6 +319,7 @@ void AddDaemon(const DaemonStats& stats, Families& f) {
     damaged.metric.push_back(Families::GaugeMetric(
         {{"dataset", d.dataset}}, static_cast<double>(d.damage.size())));
   }
+  AddSourceReads(f, stats.service.datasets);
   f.Gauge("stoker_start_time_seconds",
           "Unix time the daemon started, in seconds.",
           stats.start_time_seconds);

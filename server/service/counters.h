@@ -47,6 +47,9 @@ enum class Count {
   kRemoteRebuilt,
   kCompressedBatches,
   kCompressNs,
+  kSourceRecords,
+  kSourceBytes,
+  kSourceWaitNs,
 };
 
 struct CountDef {
@@ -98,6 +101,17 @@ inline constexpr CountDef kCounts[] = {
     {Count::kCompressNs, "compress_seconds", "stoker_compress_seconds_total",
      "Time workers spent compressing batches, including those that did not "
      "get smaller and went as they were.",
+     1e-9},
+    {Count::kSourceRecords, "source_records", "stoker_source_records_total",
+     "Records read from the dataset's source by byte range, because their "
+     "shard was not staged on the local disk yet.",
+     1},
+    {Count::kSourceBytes, "source_bytes", "stoker_source_record_bytes_total",
+     "Bytes of the records counted in stoker_source_records_total.", 1},
+    {Count::kSourceWaitNs, "source_wait_seconds",
+     "stoker_source_wait_seconds_total",
+     "Time reads of records from the source waited for it (0 for a record "
+     "its prefetch had brought in).",
      1e-9},
 };
 inline constexpr int kNumCounts = sizeof(kCounts) / sizeof(kCounts[0]);

@@ -5,7 +5,9 @@ namespace stoker::service {
 std::vector<DatasetHealth> DatasetHealthOf(const Catalog& catalog) {
   std::vector<DatasetHealth> out;
   for (const auto& [name, ds] : catalog.datasets()) {
-    out.push_back({name, ds->Damage()});
+    out.push_back({name, ds->Damage(),
+                   ds->has_source() ? std::make_optional(ds->remote_stats())
+                                    : std::nullopt});
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,11 +29,13 @@
 
 namespace stoker::service {
 
-// A dataset of a catalog and the shards found damaged in it (none while it
-// is healthy).
+// A dataset of a catalog, the shards found damaged in it (none while it is
+// healthy), and, for one served while staging, what its reads from the
+// source came to.
 struct DatasetHealth {
   std::string dataset;
   std::vector<dataset::ShardDamage> damage;
+  std::optional<dataset::RemoteReadStats> source;
 };
 
 // Every dataset of `catalog`, in name order.

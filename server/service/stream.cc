@@ -26,6 +26,9 @@ Stream::Stream(Options options)
       tasks_(spec_, dataset_, std::move(options.pipeline), &layout_,
              options.pool, std::move(options.group), options.on_corrupt,
              counters_),
+      prefetch_(dataset_->staging() ? std::make_unique<PlanPrefetcher>(
+                                          dataset_, *options.sampler, end_)
+                                    : nullptr),
       sampler_(*std::move(options.sampler)),
       next_epoch_(spec_.start_epoch),
       next_step_(spec_.start_step) {
@@ -107,6 +110,7 @@ bool Stream::Fill(std::unique_ptr<BatchBuffer> buffer) {
   if (run != nullptr) {
     run->Request(this, seq, pos);
   } else {
+    if (prefetch_ != nullptr) prefetch_->Ahead(pos);
     tasks_.Start(shared_from_this(), slot);
   }
   return true;

@@ -67,6 +67,7 @@
 #include "server/service/catalog.h"
 #include "server/service/chunk_source.h"
 #include "server/service/counters.h"
+#include "server/service/plan_prefetch.h"
 #include "server/service/remote_source.h"
 #include "server/service/run_source.h"
 #include "server/service/stream_session.h"
@@ -192,6 +193,7 @@ class Stream : public BatchSource,
 
   // SlotOwner, for its TaskSource.
   bool cancelled() const override { return cancelled_; }
+  Counts& counts() override { return *counts_; }
   void TasksDone(StreamSlot* slot) override;
 
   StreamStats stats() const;
@@ -235,6 +237,9 @@ class Stream : public BatchSource,
   // This stream's counts: part of counters_' label set, or of none.
   const std::shared_ptr<Counts> counts_;
   const TaskSource tasks_;
+  // Set when the dataset is staging at open: fetches the records of the
+  // batches ahead from its source.
+  const std::unique_ptr<PlanPrefetcher> prefetch_;
   // Engaged when the stream may place chunks; its state is guarded by mu_.
   std::optional<ChunkSource> chunks_;
 

@@ -52,6 +52,7 @@ void TaskSource::RunSample(SlotOwner& owner, StreamSlot* slot,
     pipeline::StageTimes times;
     int64_t run_ns = 0;
     const int64_t start = NowNs();
+    dataset::ReadInfo read;
     absl::Status status = dataset_->Read(
         id, [&](const dataset::RecordView& record) -> absl::Status {
           const int64_t run_start = NowNs();
@@ -60,7 +61,14 @@ void TaskSource::RunSample(SlotOwner& owner, StreamSlot* slot,
               rng, absl::MakeConstSpan(dst), &times);
           run_ns = NowNs() - run_start;
           return s;
-        });
+        },
+        &read);
+    if (read.from_source) {
+      Counts& counts = owner.counts();
+      counts.Add(Count::kSourceRecords, 1);
+      counts.Add(Count::kSourceBytes, static_cast<int64_t>(read.bytes));
+      counts.Add(Count::kSourceWaitNs, read.wait_ns);
+    }
     // Read names the dataset, shard file and key (the sample id) once.
     if (!status.ok()) slot->errors[index] = std::move(status);
     counters_->Observe(Stage::kRead, NowNs() - start - run_ns);
@@ -94,14 +102,16 @@ void TaskSource::FinishBatchOf(StreamSlot* slot) const {
     // A ragged_limit's overflow policy decides for its own samples. A
     // damaged shard ends the stream even under kSkip: the file changed
     // under the daemon, and no read of it can be trusted. So does a
-    // FailedPrecondition (an image format this build cannot decode): the
-    // sample is fine, and skipping it would lose it.
+    // FailedPrecondition (an image format this build cannot decode), or a
+    // source that failed to deliver a record of a shard not staged yet:
+    // the sample is fine, and skipping it would lose it.
     const std::optional<pipeline::RaggedOverflow> overflow =
         pipeline::RaggedOverflowOf(error);
     const bool skip = overflow.has_value()
                           ? *overflow == pipeline::RaggedOverflow::kSkip
                           : on_corrupt_ != OnCorrupt::kFail &&
                                 !dataset::IsShardDamage(error) &&
+                                !dataset::IsSourceFailure(error) &&
                                 !absl::IsFailedPrecondition(error);
     if (!skip) {
       slot->error = error;

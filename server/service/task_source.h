@@ -12,8 +12,9 @@
 // A sample that cannot be read or decoded is left out of its batch and
 // listed in its skipped ids (OnCorrupt::kSkip), or ends the stream with its
 // status after the batches before it (kFail). A sample on a damaged shard
-// (dataset::IsShardDamage), or in an image format this build cannot decode
-// (FailedPrecondition), ends it under either setting; a ragged_limit's
+// (dataset::IsShardDamage), whose source failed to deliver it while its
+// shard is staged (dataset::IsSourceFailure), or in an image format this
+// build cannot decode (FailedPrecondition), ends it under either setting; a ragged_limit's
 // overflow policy decides for its own samples.
 //
 // Thread-safe: constant after construction. A slot it builds is touched only
@@ -41,6 +42,8 @@ class SlotOwner {
   virtual ~SlotOwner() = default;
   // Tasks not yet run skip their work once this is true.
   virtual bool cancelled() const = 0;
+  // The stream's own counts (reads from a staging dataset's source).
+  virtual Counts& counts() = 0;
   // The last task of `slot` ran: it is filled (delivered or error), or
   // abandoned. Runs on that task's worker.
   virtual void TasksDone(StreamSlot* slot) = 0;

@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/metrics/log.h"
+#include "server/staging/range_read_policy.h"
+#include "server/storage/url.h"
 
 namespace stoker::staging {
 namespace {
@@ -75,7 +77,14 @@ absl::StatusOr<std::unique_ptr<Stager>> StagedDatasets::MakeStager(
   o.store.env = OverrideEnv(settings_, settings_.store.env);
   o.parallel = settings_.parallel;
   o.chunk_bytes = settings_.chunk_bytes;
-  if (settings_.policy) o.policy = settings_.policy(e.name);
+  if (settings_.policy) {
+    o.policy = settings_.policy(e.name);
+  } else if (absl::StatusOr<storage::Location> l =
+                 storage::ParseLocation(e.source);
+             l.ok()) {
+    // Served while staging; a bad source fails in Stager::Create.
+    o.policy = std::make_unique<RangeReadPolicy>(*l, o.store);
+  }
   o.free_bytes = settings_.free_bytes;
   const std::string name = e.name;
   o.reserve = [this, name](uint64_t bytes) { return Reserve(name, bytes); };

@@ -49,7 +49,8 @@ struct StagingSettings {
   // S3 settings over the AWS environment; empty: the environment's.
   std::string s3_region, s3_endpoint, s3_profile, s3_credentials_file;
   storage::StoreOptions store;  // Its env is wrapped by the s3_* settings.
-  // Tests inject these; empty: statvfs, CopyCompletePolicy.
+  // Tests inject these; empty: statvfs, and RangeReadPolicy (served while
+  // staging, from the moment the record indexes are local).
   std::function<absl::StatusOr<uint64_t>(const std::string&)> free_bytes;
   std::function<std::unique_ptr<ServePolicy>(const std::string& name)> policy;
 };

@@ -106,7 +106,9 @@ void Stager::Stop() {
 StageStatus Stager::status() const {
   absl::MutexLock lock(&mu_);
   StageStatus s = status_;
-  s.remote_records = remote_records_.load();
+  if (std::shared_ptr<const dataset::Dataset> ds = served_.lock()) {
+    s.remote_records = ds->remote_stats().records;
+  }
   return s;
 }
 
@@ -349,6 +351,10 @@ absl::Status Stager::MaybeServe(const std::string* published_file) {
   opened_ = true;
   Log(LogLevel::kInfo, "stage_servable",
       {{"dataset", options_.name}, {"complete", complete ? "yes" : "no"}});
+  {
+    absl::MutexLock lock(&mu_);
+    served_ = *ds;
+  }
   if (options_.on_servable) options_.on_servable(*ds);
   absl::MutexLock lock(&mu_);
   status_.servable = true;

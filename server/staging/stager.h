@@ -144,10 +144,6 @@ class Stager {
   // `timeout` passed; returns whether it is done.
   bool WaitDone(absl::Duration timeout) const;
 
-  // Counts a record read remotely for this dataset (a ServePolicy that
-  // reads by range feeds it; `stoker top` shows it).
-  void CountRemoteRecords(uint64_t n) { remote_records_ += n; }
-
   const std::string& name() const { return options_.name; }
 
  private:
@@ -174,7 +170,6 @@ class Stager {
   std::unique_ptr<storage::Store> store_;
 
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> remote_records_{0};
   std::thread thread_;
 
   // Serializes the policy's calls.
@@ -184,6 +179,10 @@ class Stager {
   mutable absl::Mutex mu_;
   StageStatus status_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<dataset::Manifest> manifest_ ABSL_GUARDED_BY(mu_);
+  // The dataset the policy opened, for the records it read by range
+  // (StageStatus::remote_records); weak, so that the catalog alone keeps
+  // it alive.
+  std::weak_ptr<const dataset::Dataset> served_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> published_ ABSL_GUARDED_BY(mu_);
   bool copied_ ABSL_GUARDED_BY(mu_) = false;  // Pull returned OK.
   bool started_ ABSL_GUARDED_BY(mu_) = false;

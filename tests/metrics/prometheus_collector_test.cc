@@ -161,10 +161,11 @@ TEST(PrometheusCollectorTest, DaemonWideValues) {
 
 TEST(PrometheusCollectorTest, DatasetHealthGaugesShowDamagedShards) {
   DaemonStats d = Synthetic();
-  d.service.datasets = {{"good", {}},
+  d.service.datasets = {{"good", {}, std::nullopt},
                         {"train",
                          {{"shard-00001.lmdb", "key 7: SIGBUS ..."},
-                          {"shard-00003.lmdb", "key 40: SIGBUS ..."}}}};
+                          {"shard-00003.lmdb", "key 40: SIGBUS ..."}},
+                         std::nullopt}};
   const std::string text = RenderExposition(d);
   EXPECT_EQ(Value(text, "stoker_dataset_healthy", R"(dataset="good")"), 1);
   EXPECT_EQ(Value(text, "stoker_dataset_healthy", R"(dataset="train")"), 0);
@@ -172,6 +173,28 @@ TEST(PrometheusCollectorTest, DatasetHealthGaugesShowDamagedShards) {
             0);
   EXPECT_EQ(Value(text, "stoker_dataset_damaged_shards", R"(dataset="train")"),
             2);
+}
+
+TEST(PrometheusCollectorTest, SourceReadsOfADatasetServedWhileStaging) {
+  DaemonStats d = Synthetic();
+  dataset::RemoteReadStats reads;
+  reads.requests = 4;
+  reads.bytes = 4096;
+  reads.request_ns = 2'000'000'000;
+  reads.refetches = 1;
+  reads.errors = 2;
+  reads.cached_bytes = 1024;
+  d.service.datasets = {{"local", {}, std::nullopt}, {"train", {}, reads}};
+  const std::string text = RenderExposition(d);
+  const std::string train = R"(dataset="train")";
+  EXPECT_EQ(Value(text, "stoker_source_requests_total", train), 4);
+  EXPECT_EQ(Value(text, "stoker_source_fetched_bytes_total", train), 4096);
+  EXPECT_EQ(Value(text, "stoker_source_request_seconds_total", train), 2);
+  EXPECT_EQ(Value(text, "stoker_source_refetches_total", train), 1);
+  EXPECT_EQ(Value(text, "stoker_source_errors_total", train), 2);
+  EXPECT_EQ(Value(text, "stoker_source_cache_bytes", train), 1024);
+  // A dataset without a source has no such series.
+  EXPECT_THAT(text, Not(HasSubstr(R"(stoker_source_requests_total{dataset="local")")));
 }
 
 TEST(PrometheusCollectorTest, NamesFollowPrometheusConventions) {

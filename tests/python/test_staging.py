@@ -29,6 +29,18 @@ def served(tmp_path, dataset):
     server.stop()
 
 
+def without_indexes(folder):
+    """Makes the pack in `folder` one packed before record indexes, which
+    stokerd serves only once its copy is complete (with them it serves
+    from the moment the indexes are local: test_serve_while_staging.py)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for shard in manifest["shards"]:
+        shard.pop("index", None)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for index in folder.glob("*.idx"):
+        index.unlink()
+
+
 def files(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
             if p.is_file()}
@@ -117,7 +129,8 @@ def test_staged_dataset_streams_the_bytes_of_the_local_pack(tmp_path, served,
 
 
 def test_an_open_during_staging_waits_and_is_told_why(tmp_path, served):
-    proxy, _ = served
+    proxy, root = served
+    without_indexes(root / "d" / "train")
     proxy.faults.rate = 20000  # Bytes/s per answer: a copy of seconds.
     d = start(tmp_path, {
         "train": f"{{path: {tmp_path / 'staged'}, "
@@ -298,6 +311,8 @@ def test_a_failed_staging_names_dataset_shard_url_and_status(
     if fault == "missing":
         path = "d/nothing"
     else:
+        # Served only once copied, so the open sees the copy fail.
+        without_indexes(root / "d" / "train")
         proxy.faults.corrupt["shard-00001.lmdb"] = 100
     d = start(tmp_path, {
         "train": f"{{path: {tmp_path / 'staged'}, source: {proxy.url}/{path}}}"})

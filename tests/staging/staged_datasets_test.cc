@@ -39,6 +39,10 @@ class StagedDatasetsTest : public ::testing::Test {
     StagingSettings s;
     s.cache_limit = cache_limit;
     s.chunk_bytes = 4096;
+    // Servable once complete, so that "servable" below means "copied".
+    s.policy = [](const std::string&) {
+      return std::make_unique<CopyCompletePolicy>();
+    };
     return std::make_unique<StagedDatasets>(
         s,
         [this](const std::string& name,

@@ -1,0 +1,36 @@
+#include "server/service/plan_prefetch.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace stoker::service {
+
+PlanPrefetcher::PlanPrefetcher(const dataset::Dataset* dataset,
+                               dataset::Sampler sampler, uint64_t end,
+                               uint64_t depth)
+    : dataset_(dataset),
+      steps_per_epoch_(sampler.StepsPerEpoch()),
+      end_(end),
+      depth_(depth),
+      sampler_(std::move(sampler)) {}
+
+void PlanPrefetcher::Ahead(uint64_t pos) {
+  if (!dataset_->staging() || steps_per_epoch_ == 0) return;
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t from = std::max(asked_, pos);
+    // end_ may be the largest uint64 (an endless stream).
+    const uint64_t to = std::min(end_ - 1, pos + depth_);
+    for (uint64_t p = from; p <= to && p < end_; ++p) {
+      const std::vector<uint64_t> step =
+          sampler_.StepSamples(p / steps_per_epoch_, p % steps_per_epoch_);
+      ids.insert(ids.end(), step.begin(), step.end());
+    }
+    asked_ = std::max(asked_, to + 1);
+  }
+  if (!ids.empty()) dataset_->Prefetch(ids);
+}
+
+}  // namespace stoker::service
