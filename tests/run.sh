@@ -96,7 +96,7 @@ bench/embedded --smoke --build-dir build
 TSAN_CORE="stream_session_test admission_test worker_pool_test service_batch_test
   autotuner_test service_remote_batch_test open_planner_test stream_test
   shared_run_test opener_test service_registry_counters_test
-  stream_service_test"
+  stream_service_test plan_prefetch_test"
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
 tsan_configure() {
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
