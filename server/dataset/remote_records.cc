@@ -16,6 +16,34 @@ int64_t NowNs() {
       .count();
 }
 
+// For each record of each shard, where a GET of it begins when the bytes
+// fetched are kept for the copy: the end of the record before it in the
+// file (the bytes between are the store's own, a few dozen to a few
+// thousand), unless more than `max_gap` bytes lie between. Records read by
+// range then cover the file without holes between them, and a chunk of the
+// copy whose records were all read needs no request.
+std::vector<std::vector<uint64_t>> SpanBegins(
+    const std::vector<std::optional<ShardIndex>>& indexes, uint64_t max_gap) {
+  std::vector<std::vector<uint64_t>> out(indexes.size());
+  for (size_t s = 0; s < indexes.size(); ++s) {
+    if (!indexes[s].has_value()) continue;
+    const std::vector<RecordRange>& records = indexes[s]->records;
+    std::vector<uint32_t> order(records.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return records[a].offset < records[b].offset;
+    });
+    out[s].resize(records.size());
+    uint64_t end = 0;  // Of the records before, in file order.
+    for (uint32_t i : order) {
+      const RecordRange& r = records[i];
+      out[s][i] = r.offset >= end && r.offset - end <= max_gap ? end : r.offset;
+      end = std::max(end, r.offset + r.length);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 RemoteRecords::RemoteRecords(std::string name, const Manifest* manifest,
@@ -27,7 +55,10 @@ RemoteRecords::RemoteRecords(std::string name, const Manifest* manifest,
       indexes_(std::move(indexes)),
       source_(std::move(source)),
       options_(options),
-      dropped_(new std::atomic<bool>[indexes_.size()]) {
+      dropped_(new std::atomic<bool>[indexes_.size()]),
+      span_begins_(options_.parts == nullptr
+                       ? std::vector<std::vector<uint64_t>>()
+                       : SpanBegins(indexes_, options_.max_gap)) {
   for (size_t i = 0; i < indexes_.size(); ++i) {
     dropped_[i] = !indexes_[i].has_value();
   }
@@ -90,7 +121,7 @@ absl::StatusOr<RemoteRecord> RemoteRecords::Get(size_t shard, uint64_t id) {
     in_flight_[id] = 0;
   }
   absl::StatusOr<std::shared_ptr<const std::string>> value =
-      FetchOne(shard, id, 2);
+      FetchOne(shard, id, 2, /*local=*/true);
   absl::MutexLock lock(&mu_);
   FinishLocked(shard, id, value, /*keep_error=*/false);
   if (!value.ok()) return value.status();
@@ -126,13 +157,14 @@ void RemoteRecords::Prefetch(absl::Span<const uint64_t> ids) {
   Job job;
   for (const auto& [shard, id] : wanted) {
     const RecordRange& r = RangeOf(shard, id);
+    const uint64_t begin = SpanBegin(shard, id);
     const uint64_t end = r.offset + r.length;
     const bool joins = !job.ids.empty() && job.shard == shard &&
-                       r.offset <= job.offset + job.length + options_.max_gap &&
+                       begin <= job.offset + job.length + options_.max_gap &&
                        end - job.offset <= options_.max_request;
     if (!joins) {
       if (!job.ids.empty()) jobs_.push_back(std::move(job));
-      job = Job{shard, r.offset, r.length, {}};
+      job = Job{shard, begin, end - begin, {}};
     }
     job.length = std::max(job.length, end - job.offset);
     job.ids.push_back(id);
@@ -156,16 +188,34 @@ void RemoteRecords::FetcherLoop() {
 }
 
 void RemoteRecords::RunJob(const Job& job) {
-  std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> values;
-  values.reserve(job.ids.size());
+  std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> values(
+      job.ids.size(), absl::CancelledError("published"));
   if (dropped_[job.shard].load(std::memory_order_acquire)) {
-    values.assign(job.ids.size(), absl::CancelledError("published"));
-  } else {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < job.ids.size(); ++i) {
+      FinishLocked(job.shard, job.ids[i], values[i], /*keep_error=*/true);
+    }
+    return;
+  }
+  // Records the copy already wrote are read from its part file; the GET
+  // is sent only if some are not there.
+  std::vector<size_t> remote;
+  for (size_t i = 0; i < job.ids.size(); ++i) {
+    const RecordRange& r = RangeOf(job.shard, job.ids[i]);
+    std::optional<std::string> kept = Kept(job.shard, r.offset, r.length);
+    if (kept.has_value() && DecodeRecord(*kept).ok()) {
+      values[i] = std::make_shared<const std::string>(*std::move(kept));
+    } else {
+      remote.push_back(i);
+    }
+  }
+  if (!remote.empty()) {
     absl::StatusOr<std::string> bytes =
         Fetch(job.shard, job.offset, job.length);
-    for (uint64_t id : job.ids) {
+    for (size_t i : remote) {
+      const uint64_t id = job.ids[i];
       if (!bytes.ok()) {
-        values.push_back(bytes.status());
+        values[i] = bytes.status();
         continue;
       }
       const RecordRange& r = RangeOf(job.shard, id);
@@ -173,7 +223,7 @@ void RemoteRecords::RunJob(const Job& job) {
       if (at + r.length <= bytes->size()) {
         std::string_view value(bytes->data() + at, r.length);
         if (DecodeRecord(value).ok()) {
-          values.push_back(std::make_shared<const std::string>(value));
+          values[i] = std::make_shared<const std::string>(value);
           continue;
         }
       }
@@ -182,7 +232,7 @@ void RemoteRecords::RunJob(const Job& job) {
         absl::MutexLock lock(&mu_);
         ++stats_.refetches;
       }
-      values.push_back(FetchOne(job.shard, id, 1));
+      values[i] = FetchOne(job.shard, id, 1, /*local=*/false);
     }
   }
   absl::MutexLock lock(&mu_);
@@ -192,21 +242,31 @@ void RemoteRecords::RunJob(const Job& job) {
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> RemoteRecords::FetchOne(
-    size_t shard, uint64_t id, int tries) {
+    size_t shard, uint64_t id, int tries, bool local) {
   const RecordRange& r = RangeOf(shard, id);
+  if (local) {
+    std::optional<std::string> kept = Kept(shard, r.offset, r.length);
+    if (kept.has_value() && DecodeRecord(*kept).ok()) {
+      return std::make_shared<const std::string>(*std::move(kept));
+    }
+  }
+  // From the source: the record with the bytes before it (SpanBegin).
+  const uint64_t begin = SpanBegin(shard, id);
+  const uint64_t length = r.offset + r.length - begin;
   absl::Status check;
   for (int attempt = 0; attempt < tries; ++attempt) {
     if (attempt > 0) {
       absl::MutexLock lock(&mu_);
       ++stats_.refetches;
     }
-    absl::StatusOr<std::string> bytes = Fetch(shard, r.offset, r.length);
+    absl::StatusOr<std::string> bytes = Fetch(shard, begin, length);
     if (!bytes.ok()) return bytes.status();
-    if (bytes->size() != r.length) {
+    if (bytes->size() != length) {
       check = absl::DataLossError(absl::StrCat(
-          "the source returned ", bytes->size(), " bytes, not ", r.length));
+          "the source returned ", bytes->size(), " bytes, not ", length));
       continue;
     }
+    bytes->erase(0, r.offset - begin);
     check = DecodeRecord(*bytes).status();
     if (check.ok()) return std::make_shared<const std::string>(*std::move(bytes));
   }
@@ -222,12 +282,33 @@ absl::Status RemoteRecords::BadRecord(size_t shard, uint64_t id,
       " (read twice; record ", id, ")"));
 }
 
+std::optional<std::string> RemoteRecords::Kept(size_t shard, uint64_t offset,
+                                               uint64_t length) {
+  if (options_.parts == nullptr) return std::nullopt;
+  std::optional<std::string> kept =
+      options_.parts->Read(manifest_->shards[shard].file, offset, length);
+  if (kept.has_value()) {
+    absl::MutexLock lock(&mu_);
+    stats_.local_bytes += kept->size();
+  }
+  return kept;
+}
+
+uint64_t RemoteRecords::SpanBegin(size_t shard, uint64_t id) const {
+  if (span_begins_.empty()) return RangeOf(shard, id).offset;
+  return span_begins_[shard][id - indexes_[shard]->first_id];
+}
+
 absl::StatusOr<std::string> RemoteRecords::Fetch(size_t shard, uint64_t offset,
                                                  uint64_t length) {
+  const std::string& file = manifest_->shards[shard].file;
+  PartFiles* const parts = options_.parts.get();
   const int64_t start = NowNs();
-  absl::StatusOr<std::string> bytes =
-      source_->Read(manifest_->shards[shard].file, offset, length);
+  absl::StatusOr<std::string> bytes = source_->Read(file, offset, length);
   const int64_t took = NowNs() - start;
+  // For the copy: these bytes need not cross the link again. Unchecked
+  // bytes between records too; the copy checks the whole file's digest.
+  if (parts != nullptr && bytes.ok()) parts->Write(file, offset, *bytes);
   absl::MutexLock lock(&mu_);
   ++stats_.requests;
   stats_.request_ns += took;

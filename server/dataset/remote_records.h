@@ -21,6 +21,16 @@
 // `parallel` fetcher threads run the GETs. A Get() of a record whose fetch
 // is queued or running waits for it instead of fetching it a second time.
 //
+// With RemoteOptions::parts (the staging copy's part files, part_files.h),
+// a record whose bytes the copy (or an earlier read) already wrote into the
+// shard's part file is read from there, not from the source, and the bytes
+// of every GET from the source are written into the part file, so that the
+// copy does not fetch them again. A GET then also takes the bytes between
+// the record and the one before it in the file (the store's own, when at
+// most `max_gap`), so that the records read cover the file without holes.
+// A record read from the part file is checked as one from the source; if
+// the check fails it is fetched from the source.
+//
 // Drop(shard) forgets a shard once its local copy is published: its cached
 // records are freed, and its queued fetches are skipped.
 //
@@ -46,6 +56,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/dataset/manifest.h"
+#include "server/dataset/part_files.h"
 #include "server/dataset/range_source.h"
 #include "server/dataset/shard_index.h"
 
@@ -62,6 +73,8 @@ struct RemoteOptions {
   // A coalesced GET covers at most this many bytes (a single record larger
   // than it is still one GET).
   uint64_t max_request = uint64_t{4} << 20;
+  // The part files of the copy that stages the dataset; may be null.
+  std::shared_ptr<PartFiles> parts;
 };
 
 // What the source reads of one dataset came to, since it opened.
@@ -73,6 +86,8 @@ struct RemoteReadStats {
   uint64_t refetches = 0;   // Records fetched again after a failed check.
   uint64_t errors = 0;      // GETs that failed, and records bad twice.
   uint64_t cached_bytes = 0;  // Record values in the cache now.
+  // Bytes read from the copy's part files instead of the source.
+  uint64_t local_bytes = 0;
 };
 
 // One record read from the source.
@@ -135,12 +150,20 @@ class RemoteRecords {
   void RunJob(const Job& job);
   // Fetches one record by itself and checks it; `tries` (1 or 2) is how
   // many fetches it may take.
+  // When `local`, the part file is tried first; `tries` counts the GETs.
   absl::StatusOr<std::shared_ptr<const std::string>> FetchOne(size_t shard,
                                                               uint64_t id,
-                                                              int tries);
-  // GET of bytes of a shard file, counted in stats_.
+                                                              int tries,
+                                                              bool local);
+  // GET of bytes of a shard file, counted in stats_, and written into the
+  // copy's part file.
   absl::StatusOr<std::string> Fetch(size_t shard, uint64_t offset,
                                     uint64_t length);
+  // Bytes of a shard file from the copy's part file, if all are there.
+  std::optional<std::string> Kept(size_t shard, uint64_t offset,
+                                  uint64_t length);
+  // Where a GET of record `id` begins (span_begins_), or its offset.
+  uint64_t SpanBegin(size_t shard, uint64_t id) const;
   // Ends the fetch of `id`: caches `value` unless its shard was dropped,
   // keeps a DataLoss for the next Get when `keep_error`, and wakes the
   // waiters. Any other error is forgotten: the next Get fetches again.
@@ -159,6 +182,10 @@ class RemoteRecords {
   const std::unique_ptr<RangeSource> source_;
   const RemoteOptions options_;
   const std::unique_ptr<std::atomic<bool>[]> dropped_;
+  // With options_.parts: per shard, per record (in id order), where a GET
+  // of it begins, so that the bytes between records are kept for the copy
+  // too (SpanBegins in the .cc). Empty without.
+  const std::vector<std::vector<uint64_t>> span_begins_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // A fetch ended, a job was queued, or Stop().

@@ -33,12 +33,16 @@ absl::StatusOr<std::shared_ptr<const dataset::Dataset>> RangeReadPolicy::Open(
   absl::StatusOr<std::unique_ptr<storage::Store>> store =
       storage::OpenStore(source_, store_);
   if (!store.ok()) return store.status();
+  // Records read by range go into the copy's part files, and are read
+  // from there once the copy has them (part_files.h).
+  dataset::RemoteOptions remote = remote_;
+  remote.parts = view.parts;
   absl::StatusOr<std::unique_ptr<dataset::Dataset>> ds =
       dataset::Dataset::OpenStaging(
           view.name, view.path, view.manifest,
           storage::StoreRanges(std::shared_ptr<storage::Store>(
               *std::move(store))),
-          remote_);
+          remote);
   if (!ds.ok()) return ds.status();
   staging_ = *std::move(ds);
   return std::shared_ptr<const dataset::Dataset>(staging_);

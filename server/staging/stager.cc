@@ -2,6 +2,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <utility>
@@ -105,10 +106,19 @@ void Stager::Stop() {
 
 StageStatus Stager::status() const {
   absl::MutexLock lock(&mu_);
+  return StatusLocked();
+}
+
+StageStatus Stager::StatusLocked() const {
   StageStatus s = status_;
   if (std::shared_ptr<const dataset::Dataset> ds = served_.lock()) {
-    s.remote_records = ds->remote_stats().records;
+    const dataset::RemoteReadStats remote = ds->remote_stats();
+    s.remote_records = remote.records;
+    remote_bytes_ = std::max(remote_bytes_, remote.bytes);
   }
+  // The records read by range crossed the link too (and the copy did not
+  // fetch them again).
+  s.bytes_moved += remote_bytes_;
   return s;
 }
 
@@ -162,7 +172,7 @@ void Stager::Run() {
                                  ": ", s.message()));
       ++status_.errors[ErrorClass(s)];
     }
-    final = status_;
+    final = StatusLocked();
   }
   const double seconds = absl::ToDoubleSeconds(end - start);
   if (final.state == StageStatus::State::kComplete) {
@@ -205,6 +215,7 @@ absl::Status Stager::Copy() {
   t.reserve = [this](uint64_t bytes) { return Reserve(bytes); };
   t.on_published = [this](const std::string& file) { OnPublished(file); };
   t.cancelled = [this] { return stop_.load(); };
+  t.parts = parts_;
   bool told_waiting = false;
   for (;;) {
     absl::StatusOr<storage::TransferReport> r =
@@ -317,9 +328,7 @@ void Stager::OnPublished(const std::string& file) {
 void Stager::OnProgress(const storage::TransferProgress& p) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
-  if (p.bytes_done > status_.bytes_done) {
-    status_.bytes_moved += p.bytes_done - status_.bytes_done;
-  }
+  status_.bytes_moved = p.bytes_moved;
   status_.bytes_done = p.bytes_done;
   status_.files_done = p.files_done;
   const double seconds = absl::ToDoubleSeconds(now - status_.started);
@@ -338,8 +347,8 @@ absl::Status Stager::MaybeServe(const std::string* published_file) {
     published = published_;
     complete = copied_;
   }
-  const StageView view{options_.name, options_.path, *manifest,
-                       *store_,       published,     complete};
+  const StageView view{options_.name, options_.path, *manifest, *store_,
+                       published,     complete,      parts_};
   if (opened_) {
     if (published_file != nullptr) policy_->OnPublished(view, *published_file);
     return absl::OkStatus();

@@ -51,6 +51,7 @@
 #include "absl/time/time.h"
 #include "server/dataset/dataset.h"
 #include "server/dataset/manifest.h"
+#include "server/dataset/part_files.h"
 #include "server/staging/stage_status.h"
 #include "server/storage/store.h"
 #include "server/storage/transfer.h"
@@ -67,6 +68,10 @@ struct StageView {
   // The shard and index files published in `path` so far, by name.
   const std::set<std::string>& published;
   bool complete;  // The whole copy and its manifest are published.
+  // The part files of the copy under way, shared with the ranged reads of
+  // a dataset served while staging (part_files.h); lives as long as
+  // whoever holds it.
+  std::shared_ptr<dataset::PartFiles> parts;
 
   // Every record index the manifest names is published (false for a pack
   // without record indexes).
@@ -163,11 +168,15 @@ class Stager {
   absl::Status MaybeServe(const std::string* published_file)
       ABSL_LOCKS_EXCLUDED(mu_);
   void CountRetry(const absl::Status& s);
+  StageStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after Create.
   const Options options_;  // Without its policy.
   const std::unique_ptr<ServePolicy> policy_;
   std::unique_ptr<storage::Store> store_;
+  // Shared by the copy (TransferOptions::parts) and the policy's dataset.
+  const std::shared_ptr<dataset::PartFiles> parts_ =
+      std::make_shared<dataset::PartFiles>();
 
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -184,6 +193,9 @@ class Stager {
   // it alive.
   std::weak_ptr<const dataset::Dataset> served_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> published_ ABSL_GUARDED_BY(mu_);
+  // The most bytes the served dataset's ranged reads had fetched when last
+  // asked: kept when the dataset is gone, so the count never goes down.
+  mutable uint64_t remote_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool copied_ ABSL_GUARDED_BY(mu_) = false;  // Pull returned OK.
   bool started_ ABSL_GUARDED_BY(mu_) = false;
 };

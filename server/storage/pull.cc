@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -91,6 +92,9 @@ class Puller {
         options_(options),
         manifest_(std::move(manifest)),
         meter_(meter) {}
+  ~Puller() {
+    if (options_.parts != nullptr) options_.parts->CloseAll();
+  }
 
   // Fetches `files`; returns the first error.
   absl::Status FetchAll(std::vector<std::unique_ptr<FileJob>>& files) {
@@ -98,6 +102,12 @@ class Puller {
     const uint64_t step = std::max<uint64_t>(options_.chunk_bytes, 1);
     for (auto& f : files) {
       if (absl::Status s = CreatePart(*f); !s.ok()) return s;
+      if (options_.parts != nullptr && f->shard != nullptr) {
+        if (absl::Status s = options_.parts->Open(f->name, PartPath(*f));
+            !s.ok()) {
+          return s;
+        }
+      }
       const uint64_t n = f->bytes == 0 ? 1 : (f->bytes + step - 1) / step;
       for (uint64_t c = 0; c < n; ++c) {
         const uint64_t at = c * step;
@@ -144,20 +154,43 @@ class Puller {
     return !first_error_.ok();
   }
 
-  absl::Status Fetch(const FileJob& f, uint64_t offset, uint64_t length) {
+  // Fetches [offset, offset + length) of `f` into its part file; with
+  // `skip_present`, only the ranges a ranged read has not written there.
+  absl::Status Fetch(const FileJob& f, uint64_t offset, uint64_t length,
+                     bool skip_present) {
     const std::string path = PartPath(f);
     const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
       return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
     }
-    absl::Status s = length == 0 ? absl::OkStatus()
-                                 : source_.ReadToFile(
-                                       f.name, offset, length, fd, offset,
-                                       [this](uint64_t n) { meter_->Add(n); });
+    uint64_t fetched = 0;
+    absl::Status s;
+    if (skip_present && options_.parts != nullptr) {
+      // In pieces, each claimed while in flight (part_files.h), so that a
+      // ranged read waits for a piece rather than fetching its bytes again.
+      const uint64_t piece = std::max<uint64_t>(options_.piece_bytes, 1);
+      for (uint64_t at = offset; s.ok() && at < offset + length; at += piece) {
+        const uint64_t n = std::min(piece, offset + length - at);
+        const std::vector<dataset::RangeSet::Range> ranges =
+            options_.parts->Claim(f.name, at, n, options_.min_kept_bytes);
+        for (const auto& [begin, end] : ranges) {
+          s = source_.ReadToFile(f.name, begin, end - begin, fd, begin,
+                                 [this](uint64_t k) { meter_->Add(k); });
+          if (!s.ok()) break;
+          fetched += end - begin;
+        }
+        options_.parts->Release(f.name, ranges, s.ok());
+      }
+    } else if (length > 0) {
+      s = source_.ReadToFile(f.name, offset, length, fd, offset,
+                             [this](uint64_t k) { meter_->Add(k); });
+      if (s.ok()) fetched = length;
+    }
     if (s.ok() && ::fsync(fd) != 0) {
       s = absl::ErrnoToStatus(errno, absl::StrCat("cannot sync ", path));
     }
     ::close(fd);
+    if (s.ok()) meter_->Skip(length - fetched);
     return s;
   }
 
@@ -168,7 +201,7 @@ class Puller {
           absl::StrCat("the pull into ", dest_, " was stopped")));
       return;
     }
-    if (absl::Status s = Fetch(*c.file, c.offset, c.length); !s.ok()) {
+    if (absl::Status s = Fetch(*c.file, c.offset, c.length, true); !s.ok()) {
       Fail(s);
       return;
     }
@@ -199,13 +232,15 @@ class Puller {
   // Checks the complete part file, fetching it once more if it is bad, and
   // publishes it.
   absl::Status Finish(const FileJob& f) {
+    // No ranged read writes into it from here on.
+    if (options_.parts != nullptr) options_.parts->Close(f.name);
     absl::Status bad = Check(f);
     if (!bad.ok() && !absl::IsDataLoss(bad)) return bad;
     if (!bad.ok()) {
       Notice(absl::StrCat(f.name, " from ", SourceName(f), ": ", bad.message(),
                           "; fetching it again"));
       meter_->Retract(f.bytes);
-      if (absl::Status s = Fetch(f, 0, f.bytes); !s.ok()) return s;
+      if (absl::Status s = Fetch(f, 0, f.bytes, false); !s.ok()) return s;
       bad = Check(f);
       if (!bad.ok()) {
         return absl::DataLossError(absl::StrCat(

@@ -35,10 +35,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "server/dataset/manifest.h"
+#include "server/dataset/part_files.h"
 #include "server/storage/store.h"
 
 namespace stoker::storage {
@@ -50,6 +52,9 @@ struct TransferProgress {
   uint64_t bytes_total = 0;  // Of every file of the dataset.
   uint64_t files_done = 0;
   uint64_t files_total = 0;
+  // Pull: bytes fetched from the source by this call, refetches included
+  // (bytes_done also counts those a ranged read had already written).
+  uint64_t bytes_moved = 0;
 };
 
 struct TransferOptions {
@@ -78,6 +83,17 @@ struct TransferOptions {
   // Pull: asked before each chunk; once true the pull stops and returns
   // Cancelled (the files published so far stay, for a later resume).
   std::function<bool()> cancelled;
+  // Pull: shared with the ranged reads of a dataset served while it is
+  // staged (part_files.h). Each shard's part file is opened in it when
+  // created, so that records read by range are written into it; a chunk
+  // is then fetched in pieces of `piece_bytes`, each claimed while in
+  // flight, asking only for the ranges not present (merged where a present
+  // run is shorter than `min_kept_bytes`). Closed before each file is
+  // checked and published, and all when the pull returns. Null: every
+  // chunk is fetched whole by one GET (`stoker pull`).
+  std::shared_ptr<dataset::PartFiles> parts;
+  uint64_t piece_bytes = uint64_t{512} << 10;
+  uint64_t min_kept_bytes = uint64_t{32} << 10;
 };
 
 struct TransferReport {

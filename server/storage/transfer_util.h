@@ -26,6 +26,16 @@ class Meter {
     absl::MutexLock lock(&mu_);
     progress_.bytes_done += bytes;
     moved_ += bytes;
+    progress_.bytes_moved = moved_;
+    if (callback_) callback_(progress_);
+  }
+
+  // Counts bytes that are in place without being moved (already written
+  // into a part file by a ranged read).
+  void Skip(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (bytes == 0) return;
+    absl::MutexLock lock(&mu_);
+    progress_.bytes_done += bytes;
     if (callback_) callback_(progress_);
   }
 

@@ -15,6 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/dataset/dataset.h"
+#include "server/dataset/file_util.h"
+#include "server/dataset/part_files.h"
 #include "server/dataset/shard_index.h"
 #include "server/storage/store_ranges.h"
 #include "server/storage/url.h"
@@ -205,6 +207,68 @@ TEST_F(DatasetStagingTest, ReadWaitsForTheFetchInFlightInsteadOfFetchingTwice) {
   reader.join();
   EXPECT_EQ(got, RecordBytes(*local_, 6));
   EXPECT_EQ(ds->remote_stats().requests, 1u);
+}
+
+// Records read by range go into the staging copy's part file, and a range
+// the copy (or a read) already wrote there is read from it, not the source.
+TEST_F(DatasetStagingTest, RecordsAreSharedWithTheCopysPartFiles) {
+  auto parts = std::make_shared<PartFiles>();
+  std::vector<std::string> part_paths;
+  for (const ShardInfo& s : manifest_.shards) {
+    const std::string path = dest_ + "/" + s.file + ".part";
+    fs::copy_file(source_ + "/" + s.file, path);
+    fs::resize_file(path, 0);
+    fs::resize_file(path, s.bytes);
+    ASSERT_TRUE(parts->Open(s.file, path).ok());
+    part_paths.push_back(path);
+  }
+  std::vector<ShardIndex> indexes;
+  for (const ShardInfo& s : manifest_.shards) {
+    std::string text;
+    ASSERT_TRUE(ReadFileToString(source_ + "/" + s.index_file, &text).ok());
+    indexes.push_back(ParseShardIndex(text, s.index_file).value());
+  }
+  RemoteOptions options;
+  options.parts = parts;
+  std::unique_ptr<Dataset> ds = OpenStaging(FolderSource(source_), options);
+  ASSERT_NE(ds, nullptr);
+
+  // A record of shard 1 read from the source is written at its offset.
+  const ShardInfo& s1 = manifest_.shards[1];
+  const uint64_t id = s1.first_id + 1;
+  EXPECT_EQ(RecordBytes(*ds, id), RecordBytes(*local_, id));
+  EXPECT_EQ(ds->remote_stats().requests, 1u);
+  const RecordRange r = indexes[1].records[1];
+  std::string shard1;
+  ASSERT_TRUE(ReadFileToString(source_ + "/" + s1.file, &shard1).ok());
+  EXPECT_EQ(parts->Read(s1.file, r.offset, r.length),
+            shard1.substr(r.offset, r.length));
+  EXPECT_THAT(parts->Missing(s1.file, r.offset, r.length, 0),
+              ::testing::IsEmpty());
+
+  // Shard 0 as the copy writes it: its records come from the part file.
+  const ShardInfo& s0 = manifest_.shards[0];
+  fs::copy_file(source_ + "/" + s0.file, part_paths[0],
+                fs::copy_options::overwrite_existing);
+  parts->MarkPresent(s0.file, 0, s0.bytes);
+  for (uint64_t i = 0; i < s0.num_samples; ++i) {
+    EXPECT_EQ(RecordBytes(*ds, s0.first_id + i),
+              RecordBytes(*local_, s0.first_id + i));
+  }
+  EXPECT_EQ(ds->remote_stats().requests, 1u);
+  EXPECT_GT(ds->remote_stats().local_bytes, 0u);
+
+  // A bad range in the part file fails the record's check: it is read
+  // from the source, and the good bytes replace the bad ones.
+  const ShardInfo& s2 = manifest_.shards[2];
+  const RecordRange r2 = indexes[2].records[0];
+  ASSERT_TRUE(parts->Write(s2.file, r2.offset, std::string(r2.length, 'x')));
+  EXPECT_EQ(RecordBytes(*ds, s2.first_id), RecordBytes(*local_, s2.first_id));
+  EXPECT_EQ(ds->remote_stats().requests, 2u);
+  std::string shard2;
+  ASSERT_TRUE(ReadFileToString(source_ + "/" + s2.file, &shard2).ok());
+  EXPECT_EQ(parts->Read(s2.file, r2.offset, r2.length),
+            shard2.substr(r2.offset, r2.length));
 }
 
 TEST_F(DatasetStagingTest, CorruptRemoteRecordIsRefetchedThenDataLossWithUrl) {

@@ -22,12 +22,13 @@ def test_smoke_run_reports_every_figure(tmp_path):
     assert r["time_to_first_batch_seconds"] > 0
     assert r["copy_seconds"] > 0 and r["copy_rate_vs_link"] > 0
     assert r["epoch_while_staging_samples_per_second"] > 0
-    # The epoch read while staging fetches its records by range and the
-    # copy then fetches every shard whole: about twice the pack. The goal
-    # (1.1x) needs the records fetched by range to be kept for the copy
-    # (docs/storage.md, "Not done yet").
-    assert 1.0 <= r["bytes_fetched_vs_pack"] <= 2.1
-    assert r["stage_bytes_metric"] == r["pack_bytes"]
+    # The records the epoch read by range while staging are kept for the
+    # copy, which fetches only the rest: each byte crosses the link about
+    # once (docs/storage.md, "Fetching each byte once").
+    assert 1.0 <= r["bytes_fetched_vs_pack"] <= 1.1
+    # The copy's bytes and the ranged reads' (the proxy also counts the
+    # manifest).
+    assert r["pack_bytes"] <= r["stage_bytes_metric"] <= r["bytes_fetched"]
     for figure in ("time to first batch", "epoch while staging vs local",
                    "full copy", "bytes fetched vs pack"):
         assert f"| {figure} |" in out.stdout, out.stdout

@@ -1,8 +1,13 @@
 #include "server/storage/transfer.h"
 
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/dataset/file_util.h"
@@ -18,6 +23,57 @@ using ::testing::HasSubstr;
 std::unique_ptr<Store> Local(const std::string& dir) {
   return OpenStore(ParseLocation(dir).value(), {}).value();
 }
+
+// The local store of a folder, counting the bytes read of each file.
+class CountingStore : public Store {
+ public:
+  explicit CountingStore(std::unique_ptr<Store> inner)
+      : inner_(std::move(inner)) {}
+  std::string Display() const override { return inner_->Display(); }
+  absl::StatusOr<uint64_t> Stat(const std::string& name) override {
+    return inner_->Stat(name);
+  }
+  absl::StatusOr<std::vector<ObjectInfo>> List() override {
+    return inner_->List();
+  }
+  absl::Status ReadToFile(const std::string& name, uint64_t offset,
+                          uint64_t length, int fd, uint64_t fd_offset,
+                          const ByteCounter& counter) override {
+    Count(name, length);
+    return inner_->ReadToFile(name, offset, length, fd, fd_offset, counter);
+  }
+  absl::StatusOr<std::string> Read(const std::string& name, uint64_t offset,
+                                   uint64_t length) override {
+    Count(name, length);
+    return inner_->Read(name, offset, length);
+  }
+  absl::Status Put(const std::string& name, const std::string& bytes) override {
+    return inner_->Put(name, bytes);
+  }
+  absl::Status PutFile(const std::string& name, const std::string& path,
+                       const ByteCounter& counter) override {
+    return inner_->PutFile(name, path, counter);
+  }
+  uint64_t bytes(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    return bytes_[name];
+  }
+  uint64_t requests(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    return requests_[name];
+  }
+
+ private:
+  void Count(const std::string& name, uint64_t length) {
+    absl::MutexLock lock(&mu_);
+    bytes_[name] += length;
+    ++requests_[name];
+  }
+  const std::unique_ptr<Store> inner_;
+  absl::Mutex mu_;
+  std::map<std::string, uint64_t> bytes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> requests_ ABSL_GUARDED_BY(mu_);
+};
 
 class TransferTest : public ::testing::Test {
  protected:
@@ -125,6 +181,124 @@ TEST_F(TransferTest, PullStopsWhenReserveRefusesAndWhenCancelled) {
   EXPECT_FALSE(fs::exists(dest + "/manifest.json"));
   o.cancelled = nullptr;
   ASSERT_TRUE(Pull(*src, dest, o).ok());
+}
+
+// What a ranged read writes into a part file while the copy runs: the
+// bytes [begin, end) of the source's `file`, `flip` changing one of them.
+void WriteRange(dataset::PartFiles& parts, const std::string& src,
+                const std::string& file, uint64_t begin, uint64_t end,
+                bool flip = false) {
+  std::string text;
+  ASSERT_TRUE(dataset::ReadFileToString(src + "/" + file, &text).ok());
+  std::string bytes = text.substr(begin, end - begin);
+  if (flip) bytes[bytes.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(parts.Write(file, begin, bytes));
+}
+
+TEST_F(TransferTest, PullFetchesOnlyTheRangesNotWrittenByRangedReads) {
+  const std::string dest = tmp_.path() + "/dest";
+  const std::string shard = "shard-00001.lmdb";
+  const uint64_t size = fs::file_size(src_ + "/" + shard);
+  ASSERT_GE(size, 3 * 4096u);
+  auto parts = std::make_shared<dataset::PartFiles>();
+  TransferOptions o;
+  o.parallel = 1;
+  o.chunk_bytes = 4096;
+  o.min_kept_bytes = 0;
+  o.parts = parts;
+  std::vector<TransferProgress> seen;
+  o.progress = [&](const TransferProgress& p) { seen.push_back(p); };
+  // Once the indexes are in, the shards' part files exist: ranged reads
+  // write 1000 bytes in the first chunk and the whole second one.
+  o.on_published = [&](const std::string& f) {
+    if (f != "shard-00002.idx") return;
+    WriteRange(*parts, src_, shard, 100, 1100);
+    WriteRange(*parts, src_, shard, 4096, 8192);
+  };
+  CountingStore src(Local(src_));
+  absl::StatusOr<TransferReport> r = Pull(src, dest, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(src.bytes(shard), size - 1000 - 4096);
+  // [0, 100) and [1100, 4096), then the chunks after the second.
+  EXPECT_EQ(src.requests(shard), 2 + (size - 8192 + 4095) / 4096);
+  // The other shards, untouched, are fetched whole.
+  EXPECT_EQ(src.bytes("shard-00000.lmdb"),
+            fs::file_size(src_ + "/shard-00000.lmdb"));
+  EXPECT_TRUE(dataset::Verify(dest, nullptr, nullptr).value().errors.empty());
+  std::string a, b;
+  ASSERT_TRUE(dataset::ReadFileToString(src_ + "/" + shard, &a).ok());
+  ASSERT_TRUE(dataset::ReadFileToString(dest + "/" + shard, &b).ok());
+  EXPECT_EQ(a, b);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().bytes_done, seen.back().bytes_total);
+  EXPECT_EQ(seen.back().bytes_moved + 1000 + 4096, seen.back().bytes_total);
+  // Once the pull returned, nothing is written into its files any more.
+  EXPECT_FALSE(parts->Write(shard, 0, "x"));
+}
+
+TEST_F(TransferTest, PullMergesHolesSplitByShortWrittenRuns) {
+  const std::string dest = tmp_.path() + "/dest";
+  const std::string shard = "shard-00001.lmdb";
+  const uint64_t size = fs::file_size(src_ + "/" + shard);
+  auto parts = std::make_shared<dataset::PartFiles>();
+  TransferOptions o;
+  o.parallel = 1;
+  o.chunk_bytes = size;  // One chunk.
+  o.min_kept_bytes = 64;
+  o.parts = parts;
+  // Records every 100 bytes, 50 of them written: holes split by 50-byte
+  // runs, which is less than min_kept_bytes.
+  o.on_published = [&](const std::string& f) {
+    if (f != "shard-00002.idx") return;
+    for (uint64_t at = 0; at + 50 <= size; at += 100) {
+      WriteRange(*parts, src_, shard, at, at + 50);
+    }
+  };
+  CountingStore src(Local(src_));
+  ASSERT_TRUE(Pull(src, dest, o).ok());
+  EXPECT_EQ(src.requests(shard), 1u);
+  EXPECT_LT(src.bytes(shard), size);
+  EXPECT_TRUE(dataset::Verify(dest, nullptr, nullptr).value().errors.empty());
+}
+
+TEST_F(TransferTest, PullFetchesAShardAgainWhenAWrittenRangeIsBad) {
+  const std::string dest = tmp_.path() + "/dest";
+  const std::string shard = "shard-00001.lmdb";
+  const uint64_t size = fs::file_size(src_ + "/" + shard);
+  auto parts = std::make_shared<dataset::PartFiles>();
+  TransferOptions o;
+  o.parallel = 1;
+  o.chunk_bytes = 4096;
+  o.min_kept_bytes = 0;
+  o.parts = parts;
+  std::vector<std::string> notices;
+  o.notice = [&](const std::string& n) { notices.push_back(n); };
+  o.on_published = [&](const std::string& f) {
+    if (f == "shard-00002.idx") {
+      WriteRange(*parts, src_, shard, 4096, 8192, /*flip=*/true);
+    }
+  };
+  CountingStore src(Local(src_));
+  ASSERT_TRUE(Pull(src, dest, o).ok());
+  EXPECT_THAT(notices, ::testing::ElementsAre(HasSubstr("fetching it again")));
+  EXPECT_EQ(src.bytes(shard), size - 4096 + size);
+  std::string a, b;
+  ASSERT_TRUE(dataset::ReadFileToString(src_ + "/" + shard, &a).ok());
+  ASSERT_TRUE(dataset::ReadFileToString(dest + "/" + shard, &b).ok());
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(TransferTest, PullWithoutPartFilesFetchesEveryChunkWhole) {
+  const std::string dest = tmp_.path() + "/dest";
+  TransferOptions o;
+  o.chunk_bytes = 4096;
+  CountingStore src(Local(src_));
+  ASSERT_TRUE(Pull(src, dest, o).ok());
+  for (const char* f : {"shard-00000.lmdb", "shard-00001.lmdb"}) {
+    const uint64_t size = fs::file_size(src_ + "/" + f);
+    EXPECT_EQ(src.bytes(f), size);
+    EXPECT_EQ(src.requests(f), (size + 4095) / 4096);
+  }
 }
 
 TEST_F(TransferTest, PushRefusesAnotherDatasetUnlessForced) {

@@ -1,0 +1,210 @@
+#include "server/dataset/part_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker::dataset {
+
+void RangeSet::Add(uint64_t begin, uint64_t end) {
+  if (begin >= end) return;
+  // The first run that ends at or after `begin` may touch the new one.
+  auto it = runs_.upper_bound(begin);
+  if (it != runs_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second >= begin) it = prev;
+  }
+  while (it != runs_.end() && it->first <= end) {
+    begin = std::min(begin, it->first);
+    end = std::max(end, it->second);
+    it = runs_.erase(it);
+  }
+  runs_.emplace(begin, end);
+}
+
+bool RangeSet::Contains(uint64_t begin, uint64_t end) const {
+  if (begin >= end) return true;
+  auto it = runs_.upper_bound(begin);
+  if (it == runs_.begin()) return false;
+  --it;
+  return it->first <= begin && it->second >= end;
+}
+
+std::vector<RangeSet::Range> RangeSet::Missing(uint64_t begin, uint64_t end,
+                                               uint64_t min_kept) const {
+  std::vector<Range> gaps;
+  uint64_t at = begin;
+  auto it = runs_.upper_bound(begin);
+  if (it != runs_.begin() && std::prev(it)->second > begin) --it;
+  for (; at < end && it != runs_.end() && it->first < end; ++it) {
+    if (it->first > at) gaps.emplace_back(at, it->first);
+    at = std::max(at, it->second);
+  }
+  if (at < end) gaps.emplace_back(at, end);
+  std::vector<Range> out;
+  for (const Range& g : gaps) {
+    if (!out.empty() && g.first - out.back().second < min_kept) {
+      out.back().second = g.second;
+    } else {
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
+uint64_t RangeSet::bytes() const {
+  uint64_t n = 0;
+  for (const auto& [b, e] : runs_) n += e - b;
+  return n;
+}
+
+PartFiles::~PartFiles() { CloseAll(); }
+
+absl::Status PartFiles::Open(const std::string& file, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
+  }
+  absl::MutexLock lock(&mu_);
+  Part& part = parts_[file];
+  CloseLocked(part);
+  part.fd = fd;
+  part.present = RangeSet();
+  return absl::OkStatus();
+}
+
+void PartFiles::CloseLocked(Part& part) {
+  if (part.fd < 0) return;
+  // Bytes written here are part of the file the copy checks and publishes:
+  // durable before it is renamed, as the copy's own chunks are.
+  ::fdatasync(part.fd);
+  ::close(part.fd);
+  part.fd = -1;
+}
+
+void PartFiles::Close(const std::string& file) {
+  absl::MutexLock lock(&mu_);
+  released_.SignalAll();
+  auto it = parts_.find(file);
+  if (it == parts_.end()) return;
+  CloseLocked(it->second);
+  parts_.erase(it);
+}
+
+void PartFiles::CloseAll() {
+  absl::MutexLock lock(&mu_);
+  released_.SignalAll();
+  for (auto& [file, part] : parts_) CloseLocked(part);
+  parts_.clear();
+}
+
+std::vector<RangeSet::Range> PartFiles::Missing(const std::string& file,
+                                                uint64_t offset,
+                                                uint64_t length,
+                                                uint64_t min_kept) const {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  if (it == parts_.end()) {
+    if (length == 0) return {};
+    return {{offset, offset + length}};
+  }
+  return it->second.present.Missing(offset, offset + length, min_kept);
+}
+
+void PartFiles::MarkPresent(const std::string& file, uint64_t offset,
+                            uint64_t length) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  if (it == parts_.end()) return;
+  it->second.present.Add(offset, offset + length);
+}
+
+std::vector<RangeSet::Range> PartFiles::Claim(const std::string& file,
+                                              uint64_t offset, uint64_t length,
+                                              uint64_t min_kept) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  if (it == parts_.end()) {
+    if (length == 0) return {};
+    return {{offset, offset + length}};
+  }
+  std::vector<RangeSet::Range> ranges =
+      it->second.present.Missing(offset, offset + length, min_kept);
+  for (const RangeSet::Range& r : ranges) it->second.claimed.push_back(r);
+  return ranges;
+}
+
+void PartFiles::Release(const std::string& file,
+                        const std::vector<RangeSet::Range>& ranges,
+                        bool written) {
+  absl::MutexLock lock(&mu_);
+  released_.SignalAll();
+  auto it = parts_.find(file);
+  if (it == parts_.end()) return;
+  Part& part = it->second;
+  for (const RangeSet::Range& r : ranges) {
+    auto c = std::find(part.claimed.begin(), part.claimed.end(), r);
+    if (c != part.claimed.end()) part.claimed.erase(c);
+    if (written) part.present.Add(r.first, r.second);
+  }
+}
+
+bool PartFiles::ClaimedLocked(const Part& part, uint64_t begin, uint64_t end) {
+  for (const RangeSet::Range& r : part.claimed) {
+    if (r.first < end && begin < r.second) return true;
+  }
+  return false;
+}
+
+bool PartFiles::Write(const std::string& file, uint64_t offset,
+                      std::string_view bytes) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  if (it == parts_.end() || bytes.empty()) return false;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(it->second.fd, bytes.data() + done,
+                               bytes.size() - done,
+                               static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  // What was written is present even if the write stopped short.
+  it->second.present.Add(offset, offset + done);
+  return done == bytes.size();
+}
+
+std::optional<std::string> PartFiles::Read(const std::string& file,
+                                           uint64_t offset,
+                                           uint64_t length) const {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  while (it != parts_.end() && length > 0 &&
+         !it->second.present.Contains(offset, offset + length) &&
+         ClaimedLocked(it->second, offset, offset + length)) {
+    released_.Wait(&mu_);
+    it = parts_.find(file);
+  }
+  if (it == parts_.end() || length == 0 ||
+      !it->second.present.Contains(offset, offset + length)) {
+    return std::nullopt;
+  }
+  std::string out(length, '\0');
+  size_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(it->second.fd, out.data() + done, length - done,
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+}  // namespace stoker::dataset
