@@ -91,12 +91,13 @@ bench/embedded --smoke --build-dir build
 
 # The service core's tests (tests/service/): the stream protocol, the stream
 # and its sources, shared runs, the open planner, the opener, admission, the
-# worker pool, batches. CI runs them under ThreadSanitizer; --tsan runs
+# worker pool, batches, the plan prefetcher, and a dataset read while it is
+# staged. CI runs them under ThreadSanitizer; --tsan runs
 # every C++ test under it.
 TSAN_CORE="stream_session_test admission_test worker_pool_test service_batch_test
   autotuner_test service_remote_batch_test open_planner_test stream_test
   shared_run_test opener_test service_registry_counters_test
-  stream_service_test plan_prefetch_test"
+  stream_service_test plan_prefetch_test dataset_staging_tests"
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
 tsan_configure() {
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
