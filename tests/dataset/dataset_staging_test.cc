@@ -74,19 +74,9 @@ class GatedSource : public RangeSource {
 // Every field of record `id`, concatenated with their sizes.
 std::string RecordBytes(const Dataset& ds, uint64_t id,
                         ReadInfo* info = nullptr) {
-  std::string out;
-  const absl::Status st = ds.Read(
-      id,
-      [&](const RecordView& r) {
-        for (std::string_view f : r.fields) {
-          out += absl::StrCat(f.size(), ":");
-          out.append(f.data(), f.size());
-        }
-        return absl::OkStatus();
-      },
-      info);
-  EXPECT_TRUE(st.ok()) << st;
-  return out;
+  absl::StatusOr<std::string> bytes = testing::RecordFieldBytes(ds, id, info);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : std::string();
 }
 
 class DatasetStagingTest : public ::testing::Test {

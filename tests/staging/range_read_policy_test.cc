@@ -20,19 +20,9 @@ namespace {
 // Every field of record `id`, with their sizes.
 std::string RecordBytes(const dataset::Dataset& ds, uint64_t id,
                         dataset::ReadInfo* info = nullptr) {
-  std::string out;
-  const absl::Status st = ds.Read(
-      id,
-      [&](const dataset::RecordView& r) {
-        for (std::string_view f : r.fields) {
-          out += absl::StrCat(f.size(), ":");
-          out.append(f.data(), f.size());
-        }
-        return absl::OkStatus();
-      },
-      info);
-  EXPECT_TRUE(st.ok()) << st;
-  return out;
+  absl::StatusOr<std::string> bytes = testing::RecordFieldBytes(ds, id, info);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : std::string();
 }
 
 class RangeReadPolicyTest : public ::testing::Test {

@@ -206,4 +206,22 @@ absl::Status CorruptRecordOnDisk(const std::string& dataset_dir, uint64_t id) {
   return WriteTestFile(path, bytes);
 }
 
+absl::StatusOr<std::string> RecordFieldBytes(const dataset::Dataset& ds,
+                                             uint64_t id,
+                                             dataset::ReadInfo* info) {
+  std::string out;
+  absl::Status st = ds.Read(
+      id,
+      [&](const dataset::RecordView& r) {
+        for (std::string_view f : r.fields) {
+          out += absl::StrCat(f.size(), ":");
+          out.append(f.data(), f.size());
+        }
+        return absl::OkStatus();
+      },
+      info);
+  if (!st.ok()) return st;
+  return out;
+}
+
 }  // namespace stoker::testing

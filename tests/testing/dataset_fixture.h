@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/dataset/dataset.h"
 #include "server/dataset/field_kind.h"
 
 namespace stoker::testing {
@@ -78,6 +79,13 @@ enum TypedField { kTokens, kLabel, kScore, kWeight, kPatch, kCaption };
 // file, as disk corruption would, leaving the file's size and every other
 // record intact. The dataset must not be open elsewhere for writing.
 absl::Status CorruptRecordOnDisk(const std::string& dataset_dir, uint64_t id);
+
+// Every field of record `id` of `ds`, each as its size, ':' and its bytes:
+// what tests compare to tell that two reads gave the same record. `info`
+// (may be null) receives what Dataset::Read says of the read.
+absl::StatusOr<std::string> RecordFieldBytes(const dataset::Dataset& ds,
+                                             uint64_t id,
+                                             dataset::ReadInfo* info = nullptr);
 
 }  // namespace stoker::testing
 
