@@ -17,20 +17,22 @@ PlanPrefetcher::PlanPrefetcher(const dataset::Dataset* dataset,
 
 void PlanPrefetcher::Ahead(uint64_t pos) {
   if (!dataset_->staging() || steps_per_epoch_ == 0) return;
-  std::vector<uint64_t> ids;
+  std::vector<std::vector<uint64_t>> steps;  // In plan order.
   {
     absl::MutexLock lock(&mu_);
     const uint64_t from = std::max(asked_, pos);
     // end_ may be the largest uint64 (an endless stream).
     const uint64_t to = std::min(end_ - 1, pos + depth_);
     for (uint64_t p = from; p <= to && p < end_; ++p) {
-      const std::vector<uint64_t> step =
-          sampler_.StepSamples(p / steps_per_epoch_, p % steps_per_epoch_);
-      ids.insert(ids.end(), step.begin(), step.end());
+      steps.push_back(
+          sampler_.StepSamples(p / steps_per_epoch_, p % steps_per_epoch_));
     }
     asked_ = std::max(asked_, to + 1);
   }
-  if (!ids.empty()) dataset_->Prefetch(ids);
+  // One Prefetch a batch: the dataset coalesces the records of one call and
+  // runs the GETs in the order asked, so the batch built next comes in
+  // first instead of its records being spread among those of later ones.
+  for (const std::vector<uint64_t>& ids : steps) dataset_->Prefetch(ids);
 }
 
 }  // namespace stoker::service

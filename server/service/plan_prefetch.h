@@ -4,9 +4,11 @@
 // Every batch is a pure function of the plan (the sampler) and its linear
 // position, so when a stream starts building position p it also knows the
 // records of positions p + 1 .. p + depth. Ahead(p) asks the dataset to
-// fetch those of positions [p, p + depth] it has not asked for yet
-// (Dataset::Prefetch coalesces them into ranged GETs run in parallel; a
-// read of a record whose fetch is in flight waits for it). On a dataset
+// fetch those of positions [p, p + depth] it has not asked for yet, a
+// position at a time and in order (Dataset::Prefetch coalesces the records
+// of one call into ranged GETs, run in the order asked, in parallel; a read
+// of a record whose fetch is in flight waits for it), so that the records
+// of the batch built next arrive first. On a dataset
 // whose shards are all local, Ahead returns after one atomic load.
 //
 // Thread-safe.
