@@ -45,12 +45,11 @@ def daemon_config(folder, dataset, tcp=None, helpers=None, workers=1,
 
 
 def tcp_port(daemon):
-    """The TCP port a daemon logged it listens on."""
-    for line in reversed(daemon.log().splitlines()):
-        m = re.search(r"event=listening .*tcp=(\d+)", line)
-        if m:
-            return int(m.group(1))
-    raise AssertionError("no TCP port in the log: " + daemon.log())
+    """The TCP port a daemon logged it listens on. The unix socket may
+    exist a moment before the line is written: wait for the line."""
+    pattern = r"event=listening .*tcp=(\d+)"
+    wait_for_log(daemon, pattern, timeout=30)
+    return int(re.search(pattern, daemon.log()).group(1))
 
 
 def stream(daemon, *extra, epochs=2, pipeline="train", batch_size=4,

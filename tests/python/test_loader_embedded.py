@@ -153,6 +153,12 @@ sys.stdin.read()
 """
 
 
+def shm_files():
+    """The names in /dev/shm, less the semaphores of Python's
+    multiprocessing (sem.*) that tests running beside this one make."""
+    return {n for n in os.listdir("/dev/shm") if not n.startswith("sem.")}
+
+
 def start_trainer(dataset):
     env = dict(os.environ, PYTHONPATH=str(PYTHON_CLIENT))
     return subprocess.Popen([sys.executable, "-c", TRAINER, str(dataset)],
@@ -162,7 +168,7 @@ def start_trainer(dataset):
 
 def test_trainers_share_one_daemon_that_goes_after_a_kill_9(local_env,
                                                             dataset):
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = shm_files()
     trainers = [start_trainer(dataset) for _ in range(2)]
     try:
         said = [json.loads(t.stdout.readline()) for t in trainers]
@@ -174,7 +180,7 @@ def test_trainers_share_one_daemon_that_goes_after_a_kill_9(local_env,
     pid, socket = said[0]["pid"], Path(said[0]["socket"])
     assert wait_for(lambda: gone(pid)), "the daemon outlived its trainers"
     assert not socket.exists()
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert shm_files() <= shm_before
     assert processes_under(local_env) == []
 
 
