@@ -250,6 +250,10 @@ class FaultProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The headers and the body go out in separate writes: with
+            # Nagle's algorithm the body waits for the client's delayed ACK
+            # (40 ms on Linux), which no object store adds.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
@@ -259,7 +263,13 @@ class FaultProxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # socketserver listens with a backlog of 5: a client opening
+            # dozens of connections at once has its SYNs dropped and
+            # resent a second later, which no object store does.
+            request_queue_size = 128
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever,
