@@ -263,6 +263,11 @@ class FaultProxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
 
+            def finish(self):
+                super().finish()
+                if getattr(self, "upstream", None) is not None:
+                    self.upstream.close()
+
         class Server(ThreadingHTTPServer):
             # socketserver listens with a backlog of 5: a client opening
             # dozens of connections at once has its SYNs dropped and
@@ -309,14 +314,9 @@ class FaultProxy:
                               b"<Message>injected</Message></Error>")
         if f.latency:
             time.sleep(f.latency)
-        up = http.client.HTTPConnection("127.0.0.1", upstream_port,
-                                        timeout=60)
         fwd = {k: v for k, v in h.headers.items()
                if k.lower() not in ("connection",)}
-        up.request(h.command, path, body=body or None, headers=fwd)
-        resp = up.getresponse()
-        data = resp.read()
-        up.close()
+        resp, data = self.forward(h, upstream_port, path, body, fwd)
         start = 0
         m = re.match(r"bytes (\d+)-", resp.getheader("content-range") or "")
         if m:
@@ -340,15 +340,38 @@ class FaultProxy:
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return
-        step = 16384
+        # Each piece waits for its time on the link before it is sent.
+        step = 65536
         for i in range(0, len(data), step):
             piece = data[i:i + step]
             f.pace(len(piece))
+            if f.rate:
+                time.sleep(len(piece) / f.rate)
             h.wfile.write(piece)
             with f.lock:
                 f.served[name] = f.served.get(name, 0) + len(piece)
-            if f.rate:
-                time.sleep(len(piece) / f.rate)
+
+    @staticmethod
+    def forward(h, upstream_port, path, body, headers):
+        """The upstream's answer to the request, over one kept-alive
+        connection per client connection (a new connection a request costs
+        the proxy more CPU than the daemon it serves spends): a kept
+        connection the upstream has closed is replaced once."""
+        for attempt in (0, 1):
+            up = getattr(h, "upstream", None)
+            if up is None:
+                up = h.upstream = http.client.HTTPConnection(
+                    "127.0.0.1", upstream_port, timeout=60)
+            try:
+                up.request(h.command, path, body=body or None,
+                           headers=headers)
+                resp = up.getresponse()
+                return resp, resp.read()
+            except (http.client.HTTPException, OSError):
+                up.close()
+                h.upstream = None
+                if attempt:
+                    raise
 
     def reply(self, h, status, body):
         h.send_response(status)
