@@ -83,7 +83,8 @@ void RemoteRecords::Stop() {
       }
     }
     jobs_.clear();
-    changed_.SignalAll();
+    queued_.SignalAll();
+    fetched_.SignalAll();
   }
   for (std::thread& t : fetchers_) t.join();
 }
@@ -116,7 +117,7 @@ absl::StatusOr<RemoteRecord> RemoteRecords::Get(size_t shard, uint64_t id) {
         return RemoteRecord{it->second.value, NowNs() - start};
       }
       if (!in_flight_.contains(id)) break;
-      changed_.Wait(&mu_);
+      fetched_.Wait(&mu_);
     }
     in_flight_[id] = 0;
   }
@@ -148,6 +149,7 @@ void RemoteRecords::Prefetch(absl::Span<const uint64_t> ids) {
     wanted.emplace_back(shard, id);
   }
   if (wanted.empty()) return;
+  const size_t before = jobs_.size();
   std::sort(wanted.begin(), wanted.end(),
             [this](const auto& a, const auto& b) {
               if (a.first != b.first) return a.first < b.first;
@@ -170,7 +172,9 @@ void RemoteRecords::Prefetch(absl::Span<const uint64_t> ids) {
     job.ids.push_back(id);
   }
   jobs_.push_back(std::move(job));
-  changed_.SignalAll();
+  // One fetcher per job: waking them all for each would cost a context
+  // switch of every idle fetcher per job.
+  for (size_t i = before; i < jobs_.size(); ++i) queued_.Signal();
 }
 
 void RemoteRecords::FetcherLoop() {
@@ -178,7 +182,7 @@ void RemoteRecords::FetcherLoop() {
     Job job;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && jobs_.empty()) changed_.Wait(&mu_);
+      while (!stopping_ && jobs_.empty()) queued_.Wait(&mu_);
       if (stopping_) return;
       job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -328,7 +332,7 @@ void RemoteRecords::FinishLocked(
     queued_bytes_ -= it->second;
     in_flight_.erase(it);
   }
-  changed_.SignalAll();
+  fetched_.SignalAll();
   if (dropped_[shard].load(std::memory_order_acquire)) return;
   if (!value.ok()) {
     if (keep_error && absl::IsDataLoss(value.status())) {
@@ -389,7 +393,7 @@ void RemoteRecords::Drop(size_t shard) {
     }
   }
   jobs_.swap(jobs);
-  changed_.SignalAll();
+  fetched_.SignalAll();
 }
 
 RemoteReadStats RemoteRecords::stats() const {
