@@ -27,6 +27,10 @@ absl::Status StokerServer::CreateStaging(const config::ServerOptions& o) {
   settings.cache_limit = o.storage.cache_limit;
   settings.parallel = static_cast<int>(o.storage.parallel);
   settings.chunk_bytes = o.storage.chunk_size;
+  settings.piece_bytes = o.storage.piece_size;
+  settings.remote.parallel = static_cast<int>(o.storage.read_parallel);
+  settings.remote.ahead_batches = o.storage.read_ahead;
+  settings.remote.cache_bytes = o.storage.read_cache;
   settings.s3_region = o.storage.s3_region;
   settings.s3_endpoint = o.storage.s3_endpoint;
   settings.s3_profile = o.storage.s3_profile;

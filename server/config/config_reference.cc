@@ -237,6 +237,23 @@ const std::vector<KeyDoc>& Keys() {
        "Ranged GETs in flight per dataset being staged."},
       {"storage.chunk_size", "size, 64KiB to 1GiB", "",
        "Bytes per ranged GET."},
+      {"storage.piece_size", "size, 64KiB to 1GiB", "",
+       "While a dataset is served during its copy, the copy fetches each "
+       "chunk in pieces of this size, each claimed while in flight so that "
+       "a record read by range waits for it instead of fetching it again; "
+       "larger pieces mean fewer GETs, and longer waits for such a read."},
+      {"storage.read_parallel", "integer, 1 to 256", "",
+       "Ranged GETs of records in flight per dataset served during its "
+       "copy (records of shards not copied yet; each GET takes one record "
+       "or neighbouring ones). The link's bandwidth times its round trip, "
+       "divided by the record size, is about what keeps it busy."},
+      {"storage.read_ahead", "integer, 0 to 64", "",
+       "Batches of each stream's plan whose records are fetched ahead, a "
+       "batch at a time in plan order, while its dataset is copied; 0: "
+       "each record is fetched when a worker needs it."},
+      {"storage.read_cache", "size, 1MiB to 1TiB", "",
+       "Bound on the records read by range kept in memory per dataset "
+       "(the oldest go first; fetches ahead take at most half of it)."},
       {"storage.s3", "map", "the AWS environment",
        "S3 settings that override the AWS environment variables of the "
        "daemon. Credentials are never config keys: they come from "
@@ -345,6 +362,16 @@ std::string DefaultOf(absl::string_view key) {
   if (key == "storage.parallel") return absl::StrCat(d.storage.parallel);
   if (key == "storage.chunk_size") {
     return FormatByteSize(d.storage.chunk_size);
+  }
+  if (key == "storage.piece_size") {
+    return FormatByteSize(d.storage.piece_size);
+  }
+  if (key == "storage.read_parallel") {
+    return absl::StrCat(d.storage.read_parallel);
+  }
+  if (key == "storage.read_ahead") return absl::StrCat(d.storage.read_ahead);
+  if (key == "storage.read_cache") {
+    return FormatByteSize(d.storage.read_cache);
   }
   if (key == "sharing") return "the defaults below";
   if (key == "sharing.lag_window") return absl::StrCat(d.sharing.lag_window);

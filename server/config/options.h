@@ -149,6 +149,14 @@ struct StorageOptions {
   // Ranged GETs in flight per staged dataset, and the bytes of each.
   uint32_t parallel = 8;
   uint64_t chunk_size = uint64_t{16} << 20;
+  // Serving while staging (docs/storage.md): the copy fetches each chunk
+  // in pieces of `piece_size`; records of shards not copied yet are read
+  // by `read_parallel` ranged GETs at a time, `read_ahead` batches of each
+  // stream's plan ahead, and at most `read_cache` bytes of them are kept.
+  uint64_t piece_size = uint64_t{512} << 10;
+  uint32_t read_parallel = 32;
+  uint32_t read_ahead = 8;
+  uint64_t read_cache = uint64_t{512} << 20;
   // S3 settings that override the AWS environment variables; empty: the
   // variable (or its default) applies. Secrets are never config keys: they
   // come from the environment or the credentials file only.

@@ -45,6 +45,35 @@ void ReadS3(const MapEntry& entry, const std::filesystem::path& base_dir,
   }
 }
 
+// A whole number in [min, max] into *out.
+void ReadWhole(const MapEntry& e, const std::string& key, uint32_t min,
+               uint32_t max, uint32_t* out, Diagnostics& diag) {
+  const std::string what =
+      absl::StrCat("a whole number from ", min, " to ", max);
+  const std::optional<double> n = ReadNumber(e, key, min, max, what, diag);
+  if (!n.has_value()) return;
+  if (*n != static_cast<double>(static_cast<uint32_t>(*n))) {
+    diag.Error(e.value_mark,
+               absl::StrCat(key, ": expected ", what, ", got ", *n));
+    return;
+  }
+  *out = static_cast<uint32_t>(*n);
+}
+
+// A size in [min, max] (`range` says it in the error) into *out.
+void ReadSizeIn(const MapEntry& e, const std::string& key, uint64_t min,
+                uint64_t max, absl::string_view range, uint64_t* out,
+                Diagnostics& diag) {
+  const std::optional<uint64_t> size = ReadSize(e, key, diag);
+  if (!size.has_value()) return;
+  if (*size < min || *size > max) {
+    diag.Error(e.value_mark, absl::StrCat(key, ": ", *size,
+                                          " bytes is outside ", range));
+    return;
+  }
+  *out = *size;
+}
+
 }  // namespace
 
 void ReadStorage(const MapEntry& entry, const std::filesystem::path& base_dir,
@@ -56,25 +85,20 @@ void ReadStorage(const MapEntry& entry, const std::filesystem::path& base_dir,
     if (e.key == "cache_limit") {
       if (auto size = ReadSize(e, key, diag)) out->cache_limit = *size;
     } else if (e.key == "parallel") {
-      if (auto n = ReadNumber(e, key, 1, 256, "a whole number from 1 to 256",
-                              diag)) {
-        if (*n != static_cast<double>(static_cast<uint32_t>(*n))) {
-          diag.Error(e.value_mark,
-                     absl::StrCat(key, ": expected a whole number, got ", *n));
-        } else {
-          out->parallel = static_cast<uint32_t>(*n);
-        }
-      }
+      ReadWhole(e, key, 1, 256, &out->parallel, diag);
     } else if (e.key == "chunk_size") {
-      if (auto size = ReadSize(e, key, diag)) {
-        if (*size < (uint64_t{64} << 10) || *size > (uint64_t{1} << 30)) {
-          diag.Error(e.value_mark,
-                     absl::StrCat(key, ": ", *size,
-                                  " bytes is outside 64KiB to 1GiB"));
-        } else {
-          out->chunk_size = *size;
-        }
-      }
+      ReadSizeIn(e, key, uint64_t{64} << 10, uint64_t{1} << 30, "64KiB to 1GiB",
+                 &out->chunk_size, diag);
+    } else if (e.key == "piece_size") {
+      ReadSizeIn(e, key, uint64_t{64} << 10, uint64_t{1} << 30, "64KiB to 1GiB",
+                 &out->piece_size, diag);
+    } else if (e.key == "read_parallel") {
+      ReadWhole(e, key, 1, 256, &out->read_parallel, diag);
+    } else if (e.key == "read_ahead") {
+      ReadWhole(e, key, 0, 64, &out->read_ahead, diag);
+    } else if (e.key == "read_cache") {
+      ReadSizeIn(e, key, uint64_t{1} << 20, uint64_t{1} << 40, "1MiB to 1TiB",
+                 &out->read_cache, diag);
     } else if (e.key == "s3") {
       ReadS3(e, base_dir, out, diag);
     }

@@ -138,6 +138,9 @@ class Dataset {
   // or being fetched (RemoteRecords::Prefetch). Returns at once; does
   // nothing once every shard is local.
   void Prefetch(absl::Span<const uint64_t> ids) const;
+  // Batches of a stream's plan to fetch ahead while staging
+  // (RemoteOptions::ahead_batches); 0 without a source.
+  uint32_t prefetch_batches() const;
 
   // Whether it was opened with shards to read from the source.
   bool has_source() const { return remote_ != nullptr; }

@@ -177,6 +177,10 @@ void Dataset::Prefetch(absl::Span<const uint64_t> ids) const {
   if (staging()) remote_->Prefetch(ids);
 }
 
+uint32_t Dataset::prefetch_batches() const {
+  return remote_ != nullptr ? remote_->options().ahead_batches : 0;
+}
+
 RemoteReadStats Dataset::remote_stats() const {
   return remote_ != nullptr ? remote_->stats() : RemoteReadStats{};
 }

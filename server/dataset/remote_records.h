@@ -66,7 +66,10 @@ struct RemoteOptions {
   // Bound on the record values held in memory.
   uint64_t cache_bytes = uint64_t{512} << 20;
   // Ranged GETs in flight for prefetching.
-  int parallel = 8;
+  int parallel = 32;
+  // Batches of a stream's plan fetched ahead (service/plan_prefetch.h);
+  // kept here, with the other settings of the reads, for the stream.
+  uint32_t ahead_batches = 8;
   // Two records whose ranges are at most this far apart are fetched by one
   // GET (the bytes between are fetched and dropped).
   uint64_t max_gap = uint64_t{64} << 10;
@@ -123,6 +126,7 @@ class RemoteRecords {
   void Drop(size_t shard);
 
   RemoteReadStats stats() const;
+  const RemoteOptions& options() const { return options_; }
 
   void Stop();
 
@@ -188,7 +192,8 @@ class RemoteRecords {
   const std::vector<std::vector<uint64_t>> span_begins_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // A fetch ended, a job was queued, or Stop().
+  absl::CondVar queued_;   // A job was queued, or Stop(): for fetchers.
+  absl::CondVar fetched_;  // A fetch ended, or Stop(): for Get().
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, Entry> cache_ ABSL_GUARDED_BY(mu_);
   // (id, seq) in insertion order; an entry whose seq differs is stale.

@@ -26,13 +26,11 @@ namespace stoker::service {
 
 class PlanPrefetcher {
  public:
-  // Batches fetched ahead of the one being built.
-  static constexpr uint64_t kDefaultDepth = 8;
-
   // `dataset` outlives this object. `sampler` is a copy of the stream's;
-  // `end` is the linear position the stream stops before.
+  // `end` is the linear position the stream stops before; `depth` batches
+  // are fetched ahead of the one being built (storage.read_ahead).
   PlanPrefetcher(const dataset::Dataset* dataset, dataset::Sampler sampler,
-                 uint64_t end, uint64_t depth = kDefaultDepth);
+                 uint64_t end, uint64_t depth);
 
   // The stream is starting to build linear position `pos`.
   void Ahead(uint64_t pos);

@@ -26,9 +26,11 @@ Stream::Stream(Options options)
       tasks_(spec_, dataset_, std::move(options.pipeline), &layout_,
              options.pool, std::move(options.group), options.on_corrupt,
              counters_),
-      prefetch_(dataset_->staging() ? std::make_unique<PlanPrefetcher>(
-                                          dataset_, *options.sampler, end_)
-                                    : nullptr),
+      prefetch_(dataset_->staging() && dataset_->prefetch_batches() > 0
+                    ? std::make_unique<PlanPrefetcher>(
+                          dataset_, *options.sampler, end_,
+                          dataset_->prefetch_batches())
+                    : nullptr),
       sampler_(*std::move(options.sampler)),
       next_epoch_(spec_.start_epoch),
       next_step_(spec_.start_step) {

@@ -77,13 +77,15 @@ absl::StatusOr<std::unique_ptr<Stager>> StagedDatasets::MakeStager(
   o.store.env = OverrideEnv(settings_, settings_.store.env);
   o.parallel = settings_.parallel;
   o.chunk_bytes = settings_.chunk_bytes;
+  o.piece_bytes = settings_.piece_bytes;
   if (settings_.policy) {
     o.policy = settings_.policy(e.name);
   } else if (absl::StatusOr<storage::Location> l =
                  storage::ParseLocation(e.source);
              l.ok()) {
     // Served while staging; a bad source fails in Stager::Create.
-    o.policy = std::make_unique<RangeReadPolicy>(*l, o.store);
+    o.policy = std::make_unique<RangeReadPolicy>(*l, o.store,
+                                                 settings_.remote);
   }
   o.free_bytes = settings_.free_bytes;
   const std::string name = e.name;

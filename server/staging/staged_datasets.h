@@ -46,6 +46,9 @@ struct StagingSettings {
   uint64_t cache_limit = 0;  // 0: none.
   int parallel = 8;
   uint64_t chunk_bytes = uint64_t{16} << 20;
+  uint64_t piece_bytes = uint64_t{512} << 10;
+  // Records read by range while a dataset is copied (RangeReadPolicy).
+  dataset::RemoteOptions remote;
   // S3 settings over the AWS environment; empty: the environment's.
   std::string s3_region, s3_endpoint, s3_profile, s3_credentials_file;
   storage::StoreOptions store;  // Its env is wrapped by the s3_* settings.

@@ -204,6 +204,7 @@ absl::Status Stager::Copy() {
   storage::TransferOptions t;
   t.parallel = options_.parallel;
   t.chunk_bytes = options_.chunk_bytes;
+  t.piece_bytes = options_.piece_bytes;
   t.progress = [this](const storage::TransferProgress& p) { OnProgress(p); };
   t.notice = [this](const std::string& line) {
     Log(LogLevel::kInfo, "stage_notice",

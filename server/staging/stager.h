@@ -114,6 +114,8 @@ class Stager {
     storage::StoreOptions store;
     int parallel = 8;
     uint64_t chunk_bytes = uint64_t{16} << 20;
+    // Pieces of a chunk while the part files are shared (TransferOptions).
+    uint64_t piece_bytes = uint64_t{512} << 10;
     // Null: CopyCompletePolicy.
     std::unique_ptr<ServePolicy> policy;
     // Free bytes of the disk that holds `path` (statvfs); tests inject.

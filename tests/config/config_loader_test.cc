@@ -227,6 +227,10 @@ storage:
   cache_limit: 2GiB
   parallel: 4
   chunk_size: 8MiB
+  piece_size: 1MiB
+  read_parallel: 64
+  read_ahead: 0
+  read_cache: 256MiB
   s3: {region: eu-west-1, endpoint: "http://127.0.0.1:9000", profile: ci,
        credentials_file: creds}
 datasets:
@@ -244,6 +248,10 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(s.cache_limit, uint64_t{2} << 30);
   EXPECT_EQ(s.parallel, 4u);
   EXPECT_EQ(s.chunk_size, uint64_t{8} << 20);
+  EXPECT_EQ(s.piece_size, uint64_t{1} << 20);
+  EXPECT_EQ(s.read_parallel, 64u);
+  EXPECT_EQ(s.read_ahead, 0u);
+  EXPECT_EQ(s.read_cache, uint64_t{256} << 20);
   EXPECT_EQ(s.s3_region, "eu-west-1");
   EXPECT_EQ(s.s3_endpoint, "http://127.0.0.1:9000");
   EXPECT_EQ(s.s3_profile, "ci");
@@ -253,7 +261,8 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 TEST_F(ConfigLoaderTest, StorageMistakesAreNamed) {
   const absl::Status s = Load(R"(
 listen: {unix: $DIR/s.sock}
-storage: {parallel: 0, chunk_size: 1KiB, s3: {endpoint: minio:9000, secret: x}}
+storage: {parallel: 0, chunk_size: 1KiB, read_parallel: 2.5, read_ahead: 65,
+          read_cache: 1KiB, s3: {endpoint: minio:9000, secret: x}}
 datasets: {train: {path: $DIR/missing}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )")
@@ -261,6 +270,12 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_THAT(s.message(), HasSubstr("storage.parallel"));
   EXPECT_THAT(s.message(), HasSubstr("storage.chunk_size: 1024 bytes is "
                                      "outside 64KiB to 1GiB"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("storage.read_parallel: expected a whole number "
+                        "from 1 to 256, got 2.5"));
+  EXPECT_THAT(s.message(), HasSubstr("storage.read_ahead"));
+  EXPECT_THAT(s.message(), HasSubstr("storage.read_cache: 1024 bytes is "
+                                     "outside 1MiB to 1TiB"));
   EXPECT_THAT(s.message(), HasSubstr("storage.s3.endpoint: 'minio:9000' is "
                                      "not an http:// or https:// URL"));
   EXPECT_THAT(s.message(), HasSubstr("secret"));

@@ -55,7 +55,8 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(AllowedKeys("metrics"), ElementsAre("listen"));
   EXPECT_THAT(AllowedKeys("datasets.NAME"), ElementsAre("path", "source"));
   EXPECT_THAT(AllowedKeys("storage"),
-              ElementsAre("cache_limit", "parallel", "chunk_size", "s3"));
+              ElementsAre("cache_limit", "parallel", "chunk_size", "piece_size",
+                          "read_parallel", "read_ahead", "read_cache", "s3"));
   EXPECT_THAT(AllowedKeys("storage.s3"),
               ElementsAre("region", "endpoint", "profile", "credentials_file"));
   EXPECT_THAT(AllowedKeys("nothing"), IsEmpty());

@@ -208,7 +208,7 @@ TEST_F(PlanPrefetchTest, AsksNothingOfADatasetThatIsAllLocal) {
   absl::StatusOr<std::unique_ptr<dataset::Dataset>> local =
       dataset::Dataset::Open("local", source_);
   ASSERT_TRUE(local.ok()) << local.status();
-  PlanPrefetcher prefetch(local->get(), MakeSampler(), 12);
+  PlanPrefetcher prefetch(local->get(), MakeSampler(), 12, /*depth=*/8);
   prefetch.Ahead(0);
   EXPECT_FALSE((*local)->has_source());
   EXPECT_EQ((*local)->remote_stats().requests, 0u);
