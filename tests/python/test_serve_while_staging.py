@@ -107,3 +107,34 @@ def test_served_while_staging_from_s3(tmp_path, s3, dataset, monkeypatch):
         assert metric(d, "stoker_source_records_total", "train") > 0
     finally:
         d.stop()
+
+
+@pytest.mark.parametrize("ahead", [0, 29])
+def test_storage_read_ahead_sets_the_batches_fetched_ahead(tmp_path, served,
+                                                          dataset, ahead):
+    proxy, _ = served
+    slow(proxy, dataset, 30)
+    d = start(tmp_path, {
+        "train": f"{{path: {tmp_path / 'staged'}, "
+                 f"source: {proxy.url}/d/train}}"},
+        f"storage: {{parallel: 1, chunk_size: 64KiB, read_ahead: {ahead}}}\n")
+    try:
+        run([STOKER, "stream", "--address", d.address, "--dataset", "train",
+             "--pipeline", "train", "--batch-size", 1, "--max-batches", 1,
+             "--prefetch", 1, "--quiet", "--open-timeout", 60])
+
+        def gets():
+            return metric(d, "stoker_source_requests_total", "train") or 0
+        # The copy, one piece at a time, holds the first shard for seconds;
+        # the reads of its records wait for it rather than fetch them.
+        if ahead:
+            # The whole epoch's plan (30 batches of one record) is asked
+            # for: a GET for each record of the two other shards.
+            assert wait_for(lambda: gets() >= 10, 60), gets()
+        else:
+            # Only the records of the batches the stream built: the one
+            # asked for and the few a stream builds ahead of it.
+            assert gets() <= 4
+        assert metric(d, "stoker_stage_complete", "train") == 0
+    finally:
+        d.stop()
