@@ -21,6 +21,9 @@ def test_smoke_run_reports_every_figure(tmp_path):
     assert r["same_bytes"] is True
     assert r["time_to_first_batch_seconds"] > 0
     assert r["copy_seconds"] > 0 and r["copy_rate_vs_link"] > 0
+    assert r["copy_alone_seconds"] > 0 and r["copy_alone_rate_vs_link"] > 0
+    assert r["link_vs_epoch_bytes"] > 0 and r["requests"] > 0
+    assert r["cpu_seconds_daemon_while_staging"] > 0
     assert r["epoch_while_staging_samples_per_second"] > 0
     # The records the epoch read by range while staging are kept for the
     # copy, which fetches only the rest: each byte crosses the link about
@@ -30,5 +33,7 @@ def test_smoke_run_reports_every_figure(tmp_path):
     # manifest).
     assert r["pack_bytes"] <= r["stage_bytes_metric"] <= r["bytes_fetched"]
     for figure in ("time to first batch", "epoch while staging vs local",
-                   "full copy", "bytes fetched vs pack"):
+                   "full copy, nothing reading", "full copy, the epoch reading",
+                   "link vs the local epoch's bytes/s",
+                   "bytes fetched vs pack"):
         assert f"| {figure} |" in out.stdout, out.stdout
