@@ -25,9 +25,12 @@
 // a record whose bytes the copy (or an earlier read) already wrote into the
 // shard's part file is read from there, not from the source, and the bytes
 // of every GET from the source are written into the part file, so that the
-// copy does not fetch them again. A GET then also takes the bytes between
-// the record and the one before it in the file (the store's own, when at
-// most `max_gap`), so that the records read cover the file without holes.
+// copy does not fetch them again; a record whose bytes the copy is still
+// fetching is fetched as well, not waited for (the copy's piece is much
+// larger than a record and shares the link). A GET then also takes the
+// bytes between the record and the one before it in the file (the store's
+// own, when at most `max_gap`), so that the records read cover the file
+// without holes.
 // A record read from the part file is checked as one from the source; if
 // the check fails it is fetched from the source.
 //
