@@ -21,9 +21,11 @@
 //      a DEST without a manifest is not a dataset.
 // A pull that is killed resumes: the files already published are kept
 // (they were checked before being renamed, and their size is checked
-// again), part files are fetched anew. The state remembers the manifest it
-// was pulling; if SOURCE changed since, the files of the old one are
-// removed first.
+// again), and so are the ranges of part files that their journal names as
+// durably written (part_journal.h); the rest is fetched. A resumed part
+// file is checked whole, as any other, before it is published. The state
+// remembers the manifest it was pulling; if SOURCE changed since, the
+// files of the old one are removed first.
 //
 // Push DIR -> DEST uploads every shard and index (an S3 store uses
 // multipart uploads for large ones), then manifest.json last. DEST holding
@@ -101,6 +103,9 @@ struct TransferReport {
   uint64_t bytes_moved = 0;  // By this call.
   uint64_t files_moved = 0;
   uint64_t files_reused = 0;  // Pull: published by an earlier, killed pull.
+  // Pull: bytes of part files that an earlier, killed pull had written
+  // (and journaled), kept rather than fetched again.
+  uint64_t bytes_resumed = 0;
   double seconds = 0;
 };
 
