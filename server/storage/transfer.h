@@ -12,7 +12,8 @@
 //      not hold yet (the indexes first: with them a reader can fetch single
 //      records by range before the shards are in), in chunks of
 //      `chunk_bytes`, `parallel` ranged GETs at a time,
-//      each into DEST/.stoker-pull/FILE.part. A file whose chunks are all
+//      each into DEST/.stoker-pull/FILE.part (each chunk, once synced,
+//      recorded in the journal beside it). A file whose chunks are all
 //      in is checked (its digest; a shard packed without one, record by
 //      record), fsynced and renamed to DEST/FILE: it is published. A copy
 //      that fails its check is fetched once more, then the pull fails with
@@ -74,8 +75,9 @@ struct TransferOptions {
   // anything is fetched, with the manifest and its text.
   std::function<void(const dataset::Manifest&, const std::string&)> on_manifest;
   // Pull: called after the manifest with the bytes still to fetch (the
-  // files DEST does not hold yet); an error stops the pull before any
-  // part file is created (no room on the disk, over a cache limit).
+  // files DEST does not hold yet, less what it keeps of their part files);
+  // an error stops the pull before any part file is created or changed (no
+  // room on the disk, over a cache limit).
   std::function<absl::Status(uint64_t)> reserve;
   // Pull: called for each file (a shard or a record index, by name) that
   // is in DEST, checked: at the start for those an earlier, killed pull
