@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <iterator>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,9 +64,22 @@ uint64_t RangeSet::bytes() const {
   return n;
 }
 
+uint64_t RangeSet::bytes(uint64_t begin, uint64_t end) const {
+  uint64_t n = 0;
+  auto it = runs_.upper_bound(begin);
+  if (it != runs_.begin()) --it;
+  for (; it != runs_.end() && it->first < end; ++it) {
+    const uint64_t b = std::max(begin, it->first);
+    const uint64_t e = std::min(end, it->second);
+    if (b < e) n += e - b;
+  }
+  return n;
+}
+
 PartFiles::~PartFiles() { CloseAll(); }
 
-absl::Status PartFiles::Open(const std::string& file, const std::string& path) {
+absl::Status PartFiles::Open(const std::string& file, const std::string& path,
+                             RangeSet present) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
@@ -74,7 +88,7 @@ absl::Status PartFiles::Open(const std::string& file, const std::string& path) {
   Part& part = parts_[file];
   CloseLocked(part);
   part.fd = fd;
-  part.present = RangeSet();
+  part.present = std::move(present);
   return absl::OkStatus();
 }
 

@@ -65,6 +65,8 @@ class RangeSet {
                              uint64_t min_kept) const;
   // Bytes in the set.
   uint64_t bytes() const;
+  // Bytes of the set in [begin, end).
+  uint64_t bytes(uint64_t begin, uint64_t end) const;
   const std::map<uint64_t, uint64_t>& runs() const { return runs_; }
 
  private:
@@ -78,9 +80,11 @@ class PartFiles {
   PartFiles(const PartFiles&) = delete;
   PartFiles& operator=(const PartFiles&) = delete;
 
-  // `path` is the new part file of `file` (nothing in it present yet);
-  // replaces an earlier one of the same name.
-  absl::Status Open(const std::string& file, const std::string& path);
+  // `path` is the part file of `file`, `present` the ranges already written
+  // in it (none for a new one; those an interrupted pull left, for one it
+  // resumes); replaces an earlier one of the same name.
+  absl::Status Open(const std::string& file, const std::string& path,
+                    RangeSet present = RangeSet());
   // Syncs and forgets the part file of `file`; a no-op if none is open.
   void Close(const std::string& file);
   void CloseAll();

@@ -32,6 +32,9 @@ struct StageStatus {
   uint64_t bytes_total = 0;  // Of every shard and index.
   uint64_t bytes_done = 0;   // On local disk, checked or being written.
   uint64_t bytes_moved = 0;  // Fetched by this daemon (refetches too).
+  // Of part files a killed copy had written, kept by this one (not in
+  // bytes_moved); known once the copy is complete.
+  uint64_t bytes_resumed = 0;
   uint64_t files_total = 0;
   uint64_t files_done = 0;
   uint64_t shards_total = 0;

@@ -180,6 +180,7 @@ void Stager::Run() {
         {{"dataset", options_.name},
          {"bytes", absl::StrCat(final.bytes_total)},
          {"fetched", absl::StrCat(final.bytes_moved)},
+         {"resumed", absl::StrCat(final.bytes_resumed)},
          {"seconds", absl::StrFormat("%.1f", seconds)},
          {"retries", absl::StrCat(final.retries)}});
   } else if (final.state == StageStatus::State::kStopped) {
@@ -221,7 +222,11 @@ absl::Status Stager::Copy() {
   for (;;) {
     absl::StatusOr<storage::TransferReport> r =
         storage::Pull(*store_, options_.path, t);
-    if (r.ok()) break;
+    if (r.ok()) {
+      absl::MutexLock lock(&mu_);
+      status_.bytes_resumed = r->bytes_resumed;
+      break;
+    }
     if (!storage::IsDestLocked(r.status())) return r.status();
     // Another daemon of this host stages the same path: use its copy once
     // it is complete (the pull then finds the same manifest in place).

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -12,14 +11,11 @@
 #include <vector>
 
 #include "absl/strings/cord.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/str_format.h"
 #include "server/dataset/file_util.h"
-#include "server/dataset/parallel.h"
-#include "server/dataset/shard_index.h"
-#include "server/dataset/verifier.h"
+#include "server/storage/part_journal.h"
+#include "server/storage/puller.h"
 #include "server/storage/transfer.h"
 #include "server/storage/transfer_util.h"
 
@@ -67,217 +63,6 @@ class DestLock {
   const int fd_;
 };
 
-// One file of the dataset to fetch.
-struct FileJob {
-  std::string name;
-  uint64_t bytes = 0;
-  std::string digest;                // Empty: check by records.
-  const ShardInfo* shard = nullptr;  // For a shard file; null for an index.
-  std::atomic<uint64_t> chunks_left{0};
-};
-
-struct Chunk {
-  FileJob* file;
-  uint64_t offset;
-  uint64_t length;
-};
-
-class Puller {
- public:
-  Puller(Store& source, std::string dest, const TransferOptions& options,
-         Manifest manifest, Meter* meter)
-      : source_(source),
-        dest_(std::move(dest)),
-        state_(absl::StrCat(dest_, "/", kPullStateDir)),
-        options_(options),
-        manifest_(std::move(manifest)),
-        meter_(meter) {}
-  ~Puller() {
-    if (options_.parts != nullptr) options_.parts->CloseAll();
-  }
-
-  // Fetches `files`; returns the first error.
-  absl::Status FetchAll(std::vector<std::unique_ptr<FileJob>>& files) {
-    std::vector<Chunk> chunks;
-    const uint64_t step = std::max<uint64_t>(options_.chunk_bytes, 1);
-    for (auto& f : files) {
-      if (absl::Status s = CreatePart(*f); !s.ok()) return s;
-      if (options_.parts != nullptr && f->shard != nullptr) {
-        if (absl::Status s = options_.parts->Open(f->name, PartPath(*f));
-            !s.ok()) {
-          return s;
-        }
-      }
-      const uint64_t n = f->bytes == 0 ? 1 : (f->bytes + step - 1) / step;
-      for (uint64_t c = 0; c < n; ++c) {
-        const uint64_t at = c * step;
-        chunks.push_back({f.get(), at, std::min(step, f->bytes - at)});
-      }
-      f->chunks_left = n;
-    }
-    dataset::ParallelFor(std::max(1, options_.parallel), chunks.size(),
-                         [&](uint64_t i) { RunChunk(chunks[i]); });
-    absl::MutexLock lock(&mu_);
-    return first_error_;
-  }
-
- private:
-  std::string PartPath(const FileJob& f) const {
-    return absl::StrCat(state_, "/", f.name, ".part");
-  }
-
-  std::string SourceName(const FileJob& f) const {
-    return absl::StrCat(source_.Display(), "/", f.name);
-  }
-
-  absl::Status CreatePart(const FileJob& f) {
-    const std::string path = PartPath(f);
-    const int fd =
-        ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(f.bytes)) != 0) {
-      const absl::Status s =
-          absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
-      if (fd >= 0) ::close(fd);
-      return s;
-    }
-    ::close(fd);
-    return absl::OkStatus();
-  }
-
-  void Fail(const absl::Status& s) {
-    absl::MutexLock lock(&mu_);
-    if (first_error_.ok()) first_error_ = s;
-  }
-
-  bool Failed() {
-    absl::MutexLock lock(&mu_);
-    return !first_error_.ok();
-  }
-
-  // Fetches [offset, offset + length) of `f` into its part file; with
-  // `skip_present`, only the ranges a ranged read has not written there.
-  absl::Status Fetch(const FileJob& f, uint64_t offset, uint64_t length,
-                     bool skip_present) {
-    const std::string path = PartPath(f);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
-    }
-    uint64_t fetched = 0;
-    absl::Status s;
-    if (skip_present && options_.parts != nullptr) {
-      // In pieces, each claimed while in flight (part_files.h), so that a
-      // ranged read waits for a piece rather than fetching its bytes again.
-      const uint64_t piece = std::max<uint64_t>(options_.piece_bytes, 1);
-      for (uint64_t at = offset; s.ok() && at < offset + length; at += piece) {
-        const uint64_t n = std::min(piece, offset + length - at);
-        const std::vector<dataset::RangeSet::Range> ranges =
-            options_.parts->Claim(f.name, at, n, options_.min_kept_bytes);
-        for (const auto& [begin, end] : ranges) {
-          s = source_.ReadToFile(f.name, begin, end - begin, fd, begin,
-                                 [this](uint64_t k) { meter_->Add(k); });
-          if (!s.ok()) break;
-          fetched += end - begin;
-        }
-        options_.parts->Release(f.name, ranges, s.ok());
-      }
-    } else if (length > 0) {
-      s = source_.ReadToFile(f.name, offset, length, fd, offset,
-                             [this](uint64_t k) { meter_->Add(k); });
-      if (s.ok()) fetched = length;
-    }
-    if (s.ok() && ::fsync(fd) != 0) {
-      s = absl::ErrnoToStatus(errno, absl::StrCat("cannot sync ", path));
-    }
-    ::close(fd);
-    if (s.ok()) meter_->Skip(length - fetched);
-    return s;
-  }
-
-  void RunChunk(const Chunk& c) {
-    if (Failed()) return;
-    if (options_.cancelled && options_.cancelled()) {
-      Fail(absl::CancelledError(
-          absl::StrCat("the pull into ", dest_, " was stopped")));
-      return;
-    }
-    if (absl::Status s = Fetch(*c.file, c.offset, c.length, true); !s.ok()) {
-      Fail(s);
-      return;
-    }
-    if (--c.file->chunks_left == 0) {
-      if (absl::Status s = Finish(*c.file); !s.ok()) Fail(s);
-    }
-  }
-
-  // Why the part file of `f` is not the file the manifest describes; OK if
-  // it is.
-  absl::Status Check(const FileJob& f) {
-    if (!f.digest.empty()) {
-      absl::StatusOr<std::string> got = dataset::FileDigest(PartPath(f));
-      if (!got.ok()) return got.status();
-      if (*got == f.digest) return absl::OkStatus();
-      return absl::DataLossError(
-          absl::StrCat("digest is ", *got, ", the manifest says ", f.digest));
-    }
-    ShardInfo copy = *f.shard;
-    copy.file = absl::StrCat(f.name, ".part");
-    const dataset::VerifyReport r =
-        dataset::VerifyShard(state_, manifest_, copy);
-    if (r.errors.empty()) return absl::OkStatus();
-    return absl::DataLossError(absl::StrCat(
-        r.errors.size(), " bad record(s), the first: ", r.errors.front()));
-  }
-
-  // Checks the complete part file, fetching it once more if it is bad, and
-  // publishes it.
-  absl::Status Finish(const FileJob& f) {
-    // No ranged read writes into it from here on.
-    if (options_.parts != nullptr) options_.parts->Close(f.name);
-    absl::Status bad = Check(f);
-    if (!bad.ok() && !absl::IsDataLoss(bad)) return bad;
-    if (!bad.ok()) {
-      Notice(absl::StrCat(f.name, " from ", SourceName(f), ": ", bad.message(),
-                          "; fetching it again"));
-      meter_->Retract(f.bytes);
-      if (absl::Status s = Fetch(f, 0, f.bytes, false); !s.ok()) return s;
-      bad = Check(f);
-      if (!bad.ok()) {
-        return absl::DataLossError(absl::StrCat(
-            f.shard != nullptr ? "shard " : "record index ", f.name, " from ",
-            SourceName(f), ": ", bad.message(), " (fetched twice)"));
-      }
-    }
-    const std::string to = absl::StrCat(dest_, "/", f.name);
-    if (::rename(PartPath(f).c_str(), to.c_str()) != 0) {
-      return absl::ErrnoToStatus(
-          errno, absl::StrCat("cannot rename ", PartPath(f), " to ", to));
-    }
-    meter_->FileDone();
-    Published(f.name);
-    return absl::OkStatus();
-  }
-
-  void Notice(const std::string& line) {
-    absl::MutexLock lock(&mu_);
-    if (options_.notice) options_.notice(line);
-  }
-
-  void Published(const std::string& name) {
-    absl::MutexLock lock(&mu_);
-    if (options_.on_published) options_.on_published(name);
-  }
-
-  Store& source_;
-  const std::string dest_;
-  const std::string state_;
-  const TransferOptions& options_;
-  const Manifest manifest_;
-  Meter* const meter_;
-  absl::Mutex mu_;
-  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
-};
-
 // The files of `m` in the order they are fetched: every record index, then
 // every shard, in shard order.
 std::vector<std::unique_ptr<FileJob>> FilesOf(const Manifest& m) {
@@ -307,6 +92,30 @@ uint64_t LocalSize(const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+// Keeps what an interrupted pull of this manifest left of `f`'s part file
+// in `state`: the ranges its journal names, if the journal is whole, was
+// written for this version of the file, and the part file has its size.
+// Returns why a journal was found and not kept; empty if kept or none.
+std::string Resume(const std::string& state, FileJob& f) {
+  const std::string part = Puller::PartPath(state, f.name);
+  absl::StatusOr<dataset::RangeSet> ranges =
+      PartJournal::Load(PartJournal::PathOf(part), f.bytes, f.key);
+  if (absl::IsNotFound(ranges.status())) return "";
+  if (!ranges.ok()) return std::string(ranges.status().message());
+  if (ranges->runs().empty()) return "";
+  if (const uint64_t size = LocalSize(part); size != f.bytes) {
+    return absl::StrCat(part, " has ",
+                        size == UINT64_MAX ? "gone" : absl::StrCat(size),
+                        " bytes, not ", f.bytes);
+  }
+  f.resumed = *std::move(ranges);
+  return "";
+}
+
+std::string Mib(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
 // Removes what a pull of another manifest (`old_text`) left in `dest`.
 void ForgetOtherPull(const std::string& dest, const std::string& state,
                      const std::string& old_text) {
@@ -316,7 +125,8 @@ void ForgetOtherPull(const std::string& dest, const std::string& state,
     for (const auto& f : FilesOf(*old)) fs::remove(dest + "/" + f->name, ec);
   }
   for (const auto& e : fs::directory_iterator(state, ec)) {
-    if (e.path().extension() == ".part") fs::remove(e.path(), ec);
+    const fs::path ext = e.path().extension();
+    if (ext == ".part" || ext == ".ranges") fs::remove(e.path(), ec);
   }
 }
 
@@ -391,6 +201,7 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
   std::vector<std::unique_ptr<FileJob>> todo;
   TransferProgress initial;
   initial.files_total = all.size();
+  uint64_t parts_resumed = 0;
   for (auto& f : all) {
     initial.bytes_total += f->bytes;
     // Published by an earlier pull of this manifest: checked before the
@@ -402,6 +213,16 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
       if (options.on_published) options.on_published(f->name);
       continue;
     }
+    f->key = PartJournal::KeyOf(f->digest, *text);
+    if (std::string why = Resume(state, *f); !why.empty() && options.notice) {
+      options.notice(
+          absl::StrCat(why, ": fetching ", f->name, " from its start"));
+    }
+    if (const uint64_t kept = f->resumed.bytes(); kept > 0) {
+      initial.bytes_done += kept;
+      report.bytes_resumed += kept;
+      ++parts_resumed;
+    }
     todo.push_back(std::move(f));
   }
   if (options.reserve) {
@@ -411,12 +232,19 @@ absl::StatusOr<TransferReport> Pull(Store& source, const std::string& dest,
       return s;
     }
   }
-  if (report.files_reused > 0 && options.notice) {
-    options.notice(absl::StrCat("resuming: ", report.files_reused, " of ",
-                                all.size(), " files are already in ", dest));
+  if ((report.files_reused > 0 || parts_resumed > 0) && options.notice) {
+    std::string line = absl::StrCat("resuming: ", report.files_reused, " of ",
+                                    all.size(), " files are already in ", dest);
+    if (parts_resumed > 0) {
+      absl::StrAppend(&line, ", and ", parts_resumed, " part file",
+                      parts_resumed == 1 ? " keeps " : "s keep ",
+                      Mib(report.bytes_resumed), " (", report.bytes_resumed,
+                      " bytes) written before");
+    }
+    options.notice(line);
   }
   Meter meter(options.progress, initial);
-  Puller puller(source, dest, options, *manifest, &meter);
+  Puller puller(source, dest, state, options, *manifest, &meter);
   if (absl::Status s = puller.FetchAll(todo); !s.ok()) return s;
   if (absl::Status s = dataset::SyncDir(dest); !s.ok()) return s;
 

@@ -12,7 +12,8 @@
 //      not hold yet (the indexes first: with them a reader can fetch single
 //      records by range before the shards are in), in chunks of
 //      `chunk_bytes`, `parallel` ranged GETs at a time,
-//      each into DEST/.stoker-pull/FILE.part. A file whose chunks are all
+//      each into DEST/.stoker-pull/FILE.part (each chunk, once synced,
+//      recorded in the journal beside it). A file whose chunks are all
 //      in is checked (its digest; a shard packed without one, record by
 //      record), fsynced and renamed to DEST/FILE: it is published. A copy
 //      that fails its check is fetched once more, then the pull fails with
@@ -21,9 +22,11 @@
 //      a DEST without a manifest is not a dataset.
 // A pull that is killed resumes: the files already published are kept
 // (they were checked before being renamed, and their size is checked
-// again), part files are fetched anew. The state remembers the manifest it
-// was pulling; if SOURCE changed since, the files of the old one are
-// removed first.
+// again), and so are the ranges of part files that their journal names as
+// durably written (part_journal.h); the rest is fetched. A resumed part
+// file is checked whole, as any other, before it is published. The state
+// remembers the manifest it was pulling; if SOURCE changed since, the
+// files of the old one are removed first.
 //
 // Push DIR -> DEST uploads every shard and index (an S3 store uses
 // multipart uploads for large ones), then manifest.json last. DEST holding
@@ -72,8 +75,9 @@ struct TransferOptions {
   // anything is fetched, with the manifest and its text.
   std::function<void(const dataset::Manifest&, const std::string&)> on_manifest;
   // Pull: called after the manifest with the bytes still to fetch (the
-  // files DEST does not hold yet); an error stops the pull before any
-  // part file is created (no room on the disk, over a cache limit).
+  // files DEST does not hold yet, less what it keeps of their part files);
+  // an error stops the pull before any part file is created or changed (no
+  // room on the disk, over a cache limit).
   std::function<absl::Status(uint64_t)> reserve;
   // Pull: called for each file (a shard or a record index, by name) that
   // is in DEST, checked: at the start for those an earlier, killed pull
@@ -101,6 +105,9 @@ struct TransferReport {
   uint64_t bytes_moved = 0;  // By this call.
   uint64_t files_moved = 0;
   uint64_t files_reused = 0;  // Pull: published by an earlier, killed pull.
+  // Pull: bytes of part files that an earlier, killed pull had written
+  // (and journaled), kept rather than fetched again.
+  uint64_t bytes_resumed = 0;
   double seconds = 0;
 };
 

@@ -72,6 +72,18 @@ TEST(RangeSetTest, MissingMergesGapsSplitByShortPresentRuns) {
               ElementsAre(Pair(9, 100), Pair(909, 1000)));
 }
 
+TEST(RangeSetTest, BytesCountsTheSetInsideARange) {
+  RangeSet set;
+  set.Add(10, 20);
+  set.Add(30, 40);
+  EXPECT_EQ(set.bytes(0, 100), 20u);
+  EXPECT_EQ(set.bytes(15, 35), 10u);
+  EXPECT_EQ(set.bytes(12, 18), 6u);
+  EXPECT_EQ(set.bytes(20, 30), 0u);
+  EXPECT_EQ(set.bytes(40, 50), 0u);
+  EXPECT_EQ(RangeSet().bytes(0, 10), 0u);
+}
+
 class PartFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -110,6 +122,21 @@ TEST_F(PartFilesTest, MarkPresentIsWhatTheCopyWrote) {
   EXPECT_FALSE(parts.Read("s", 40, 6).has_value());
   parts.MarkPresent("s", 40, 6);
   EXPECT_EQ(parts.Read("s", 40, 6), "copied");
+}
+
+TEST_F(PartFilesTest, OpenKeepsTheRangesAResumedPartFileHolds) {
+  {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f << "resumed";
+  }
+  RangeSet present;
+  present.Add(20, 27);
+  PartFiles parts;
+  ASSERT_TRUE(parts.Open("s", path_, present).ok());
+  EXPECT_EQ(parts.Read("s", 20, 7), "resumed");
+  EXPECT_THAT(parts.Missing("s", 0, 40, 0),
+              ElementsAre(Pair(0, 20), Pair(27, 40)));
 }
 
 TEST_F(PartFilesTest, NothingIsSharedForAFileNotOpenOrClosed) {

@@ -215,6 +215,7 @@ class Faults:
         self.link_free_at = 0.0   # When the shared link is free again.
         self.served = {}          # Object name -> body bytes served.
         self.requests = []        # (method, path) of each request.
+        self.answering = 0        # Requests being answered now.
 
     def pace(self, n):
         """Waits until `n` bytes may cross the shared link (link_rate): the
@@ -259,7 +260,13 @@ class FaultProxy:
                 pass
 
             def do_any(self):
-                proxy.handle(self, upstream_port, secret)
+                with proxy.faults.lock:
+                    proxy.faults.answering += 1
+                try:
+                    proxy.handle(self, upstream_port, secret)
+                finally:
+                    with proxy.faults.lock:
+                        proxy.faults.answering -= 1
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
 

@@ -1,17 +1,16 @@
 #include "server/storage/transfer.h"
 
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/dataset/file_util.h"
 #include "server/dataset/verifier.h"
+#include "tests/storage/counting_store.h"
 #include "tests/testing/dataset_fixture.h"
 
 namespace stoker::storage {
@@ -19,61 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-std::unique_ptr<Store> Local(const std::string& dir) {
-  return OpenStore(ParseLocation(dir).value(), {}).value();
-}
-
-// The local store of a folder, counting the bytes read of each file.
-class CountingStore : public Store {
- public:
-  explicit CountingStore(std::unique_ptr<Store> inner)
-      : inner_(std::move(inner)) {}
-  std::string Display() const override { return inner_->Display(); }
-  absl::StatusOr<uint64_t> Stat(const std::string& name) override {
-    return inner_->Stat(name);
-  }
-  absl::StatusOr<std::vector<ObjectInfo>> List() override {
-    return inner_->List();
-  }
-  absl::Status ReadToFile(const std::string& name, uint64_t offset,
-                          uint64_t length, int fd, uint64_t fd_offset,
-                          const ByteCounter& counter) override {
-    Count(name, length);
-    return inner_->ReadToFile(name, offset, length, fd, fd_offset, counter);
-  }
-  absl::StatusOr<std::string> Read(const std::string& name, uint64_t offset,
-                                   uint64_t length) override {
-    Count(name, length);
-    return inner_->Read(name, offset, length);
-  }
-  absl::Status Put(const std::string& name, const std::string& bytes) override {
-    return inner_->Put(name, bytes);
-  }
-  absl::Status PutFile(const std::string& name, const std::string& path,
-                       const ByteCounter& counter) override {
-    return inner_->PutFile(name, path, counter);
-  }
-  uint64_t bytes(const std::string& name) {
-    absl::MutexLock lock(&mu_);
-    return bytes_[name];
-  }
-  uint64_t requests(const std::string& name) {
-    absl::MutexLock lock(&mu_);
-    return requests_[name];
-  }
-
- private:
-  void Count(const std::string& name, uint64_t length) {
-    absl::MutexLock lock(&mu_);
-    bytes_[name] += length;
-    ++requests_[name];
-  }
-  const std::unique_ptr<Store> inner_;
-  absl::Mutex mu_;
-  std::map<std::string, uint64_t> bytes_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> requests_ ABSL_GUARDED_BY(mu_);
-};
 
 class TransferTest : public ::testing::Test {
  protected:
