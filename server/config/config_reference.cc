@@ -239,9 +239,10 @@ const std::vector<KeyDoc>& Keys() {
        "Bytes per ranged GET."},
       {"storage.piece_size", "size, 64KiB to 1GiB", "",
        "While a dataset is served during its copy, the copy fetches each "
-       "chunk in pieces of this size, each claimed while in flight so that "
-       "a record read by range waits for it instead of fetching it again; "
-       "larger pieces mean fewer GETs, and longer waits for such a read."},
+       "chunk in pieces of this size, asking before each for the bytes no "
+       "record read by range has brought yet: larger pieces mean fewer "
+       "GETs, and more bytes fetched twice (a record read while its piece "
+       "is in flight)."},
       {"storage.read_parallel", "integer, 1 to 256", "",
        "Ranged GETs of records in flight per dataset served during its "
        "copy (records of shards not copied yet; each GET takes one record "

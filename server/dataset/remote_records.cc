@@ -294,16 +294,8 @@ absl::Status RemoteRecords::BadRecord(size_t shard, uint64_t id,
 std::optional<std::string> RemoteRecords::Kept(size_t shard, uint64_t offset,
                                                uint64_t length) {
   if (options_.parts == nullptr) return std::nullopt;
-  const std::string& file = manifest_->shards[shard].file;
-  // Bytes the copy is still fetching are fetched here too, not waited for:
-  // the copy's piece shares the link with every other GET, and on a slow
-  // link it takes seconds to come in, while the record is a small part of
-  // it (the few records read while their piece is in flight cross the link
-  // twice). What is present is never claimed, so Read does not wait.
-  if (!options_.parts->Missing(file, offset, length, 0).empty()) {
-    return std::nullopt;
-  }
-  std::optional<std::string> kept = options_.parts->Read(file, offset, length);
+  std::optional<std::string> kept =
+      options_.parts->Read(manifest_->shards[shard].file, offset, length);
   if (kept.has_value()) {
     absl::MutexLock lock(&mu_);
     stats_.local_bytes += kept->size();
