@@ -103,6 +103,7 @@ void PartFiles::CloseLocked(Part& part) {
 
 void PartFiles::Close(const std::string& file) {
   absl::MutexLock lock(&mu_);
+  released_.SignalAll();
   auto it = parts_.find(file);
   if (it == parts_.end()) return;
   CloseLocked(it->second);
@@ -111,6 +112,7 @@ void PartFiles::Close(const std::string& file) {
 
 void PartFiles::CloseAll() {
   absl::MutexLock lock(&mu_);
+  released_.SignalAll();
   for (auto& [file, part] : parts_) CloseLocked(part);
   parts_.clear();
 }
@@ -136,6 +138,47 @@ void PartFiles::MarkPresent(const std::string& file, uint64_t offset,
   it->second.present.Add(offset, offset + length);
 }
 
+std::vector<RangeSet::Range> PartFiles::Claim(const std::string& file,
+                                              uint64_t offset, uint64_t length,
+                                              uint64_t min_kept) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  if (it == parts_.end()) {
+    if (length == 0) return {};
+    return {{offset, offset + length}};
+  }
+  std::vector<RangeSet::Range> ranges =
+      it->second.present.Missing(offset, offset + length, min_kept);
+  for (const RangeSet::Range& r : ranges) it->second.claimed.push_back(r);
+  return ranges;
+}
+
+void PartFiles::Release(const std::string& file,
+                        const std::vector<RangeSet::Range>& ranges,
+                        bool written) {
+  absl::MutexLock lock(&mu_);
+  released_.SignalAll();
+  auto it = parts_.find(file);
+  if (it == parts_.end()) return;
+  Part& part = it->second;
+  for (const RangeSet::Range& r : ranges) {
+    auto c = std::find(part.claimed.begin(), part.claimed.end(), r);
+    if (c != part.claimed.end()) part.claimed.erase(c);
+    if (written) part.present.Add(r.first, r.second);
+  }
+}
+
+uint64_t PartFiles::ClaimedLocked(const Part& part, uint64_t begin,
+                                  uint64_t end) {
+  uint64_t largest = 0;
+  for (const RangeSet::Range& r : part.claimed) {
+    if (r.first < end && begin < r.second) {
+      largest = std::max(largest, r.second - r.first);
+    }
+  }
+  return largest;
+}
+
 bool PartFiles::Write(const std::string& file, uint64_t offset,
                       std::string_view bytes) {
   absl::MutexLock lock(&mu_);
@@ -156,10 +199,17 @@ bool PartFiles::Write(const std::string& file, uint64_t offset,
 }
 
 std::optional<std::string> PartFiles::Read(const std::string& file,
-                                           uint64_t offset,
-                                           uint64_t length) const {
+                                           uint64_t offset, uint64_t length,
+                                           uint64_t wait_for) const {
   absl::MutexLock lock(&mu_);
   auto it = parts_.find(file);
+  while (it != parts_.end() && length > 0 &&
+         !it->second.present.Contains(offset, offset + length)) {
+    const uint64_t claim = ClaimedLocked(it->second, offset, offset + length);
+    if (claim == 0 || claim > wait_for) break;
+    released_.Wait(&mu_);
+    it = parts_.find(file);
+  }
   if (it == parts_.end() || length == 0 ||
       !it->second.present.Contains(offset, offset + length)) {
     return std::nullopt;

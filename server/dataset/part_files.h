@@ -16,10 +16,10 @@
 // publishes it, so bytes written here are never published unchecked; a bad
 // range fails the check and the copy fetches the shard again.
 //
-// The copy fetches a chunk in pieces, asking before each for its missing
-// ranges, so that bytes a ranged read wrote meanwhile are skipped. A read
-// of bytes the copy has in flight is not present and is fetched by the
-// read too (docs/storage.md says why it does not wait).
+// The copy fetches a chunk in pieces, claiming each piece's missing ranges
+// before its GET (Claim) and releasing them once written (Release): a read
+// of a record inside a piece in flight waits for it instead of fetching
+// the same bytes again.
 //
 // Close(file) ends the sharing of a part file (its bytes are synced): the
 // copy calls it before it checks and renames the file, and CloseAll() when
@@ -34,6 +34,7 @@
 #define STOKER_SERVER_DATASET_PART_FILES_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -97,23 +98,39 @@ class PartFiles {
                                        uint64_t min_kept) const;
   // The copy wrote [offset, offset + length) of `file`.
   void MarkPresent(const std::string& file, uint64_t offset, uint64_t length);
+  // Missing(), and the ranges it returns are in flight: a Read() of bytes
+  // in them waits until Release(). Every claim must be released.
+  std::vector<RangeSet::Range> Claim(const std::string& file, uint64_t offset,
+                                     uint64_t length, uint64_t min_kept);
+  // Ends a claim; with `written`, its ranges are present.
+  void Release(const std::string& file,
+               const std::vector<RangeSet::Range>& ranges, bool written);
   // Writes `bytes` at `offset` into the part file of `file` and marks them
   // present; does nothing if `file` is not open (or the write fails: the
   // copy then fetches them itself). Returns whether they were written.
   bool Write(const std::string& file, uint64_t offset, std::string_view bytes);
   // Bytes [offset, offset + length) of `file` if all are present in its
-  // open part file; nullopt otherwise.
-  std::optional<std::string> Read(const std::string& file, uint64_t offset,
-                                  uint64_t length) const;
+  // open part file; nullopt otherwise. Waits while a claim of the copy
+  // overlaps them (it brings them), unless that claim is more than
+  // `wait_for` bytes: then returns nullopt at once (a caller that would
+  // fetch a small part of a large piece fetches it rather than wait).
+  std::optional<std::string> Read(
+      const std::string& file, uint64_t offset, uint64_t length,
+      uint64_t wait_for = std::numeric_limits<uint64_t>::max()) const;
 
  private:
   struct Part {
     int fd = -1;
     RangeSet present;
+    std::vector<RangeSet::Range> claimed;  // In flight; a few at a time.
   };
+  // The largest claim overlapping [begin, end), in bytes; 0: none.
+  static uint64_t ClaimedLocked(const Part& part, uint64_t begin,
+                                uint64_t end);
   static void CloseLocked(Part& part);
 
   mutable absl::Mutex mu_;
+  mutable absl::CondVar released_;  // A claim ended or a file closed.
   absl::flat_hash_map<std::string, Part> parts_ ABSL_GUARDED_BY(mu_);
 };
 

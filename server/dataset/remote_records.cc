@@ -206,7 +206,8 @@ void RemoteRecords::RunJob(const Job& job) {
   std::vector<size_t> remote;
   for (size_t i = 0; i < job.ids.size(); ++i) {
     const RecordRange& r = RangeOf(job.shard, job.ids[i]);
-    std::optional<std::string> kept = Kept(job.shard, r.offset, r.length);
+    std::optional<std::string> kept =
+        Kept(job.shard, r.offset, r.length, job.length);
     if (kept.has_value() && DecodeRecord(*kept).ok()) {
       values[i] = std::make_shared<const std::string>(*std::move(kept));
     } else {
@@ -254,7 +255,8 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteRecords::FetchOne(
     size_t shard, uint64_t id, int tries, bool local) {
   const RecordRange& r = RangeOf(shard, id);
   if (local) {
-    std::optional<std::string> kept = Kept(shard, r.offset, r.length);
+    const uint64_t fetch = r.offset + r.length - SpanBegin(shard, id);
+    std::optional<std::string> kept = Kept(shard, r.offset, r.length, fetch);
     if (kept.has_value() && DecodeRecord(*kept).ok()) {
       return std::make_shared<const std::string>(*std::move(kept));
     }
@@ -292,10 +294,15 @@ absl::Status RemoteRecords::BadRecord(size_t shard, uint64_t id,
 }
 
 std::optional<std::string> RemoteRecords::Kept(size_t shard, uint64_t offset,
-                                               uint64_t length) {
+                                               uint64_t length,
+                                               uint64_t fetch_bytes) {
   if (options_.parts == nullptr) return std::nullopt;
+  // A piece the copy has in flight shares the link with every other GET:
+  // waiting for one much larger than what this read would fetch itself
+  // costs more (seconds on a slow link) than fetching those bytes twice.
   std::optional<std::string> kept =
-      options_.parts->Read(manifest_->shards[shard].file, offset, length);
+      options_.parts->Read(manifest_->shards[shard].file, offset, length,
+                           kWaitForPieceFactor * fetch_bytes);
   if (kept.has_value()) {
     absl::MutexLock lock(&mu_);
     stats_.local_bytes += kept->size();

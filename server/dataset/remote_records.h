@@ -25,12 +25,13 @@
 // a record whose bytes the copy (or an earlier read) already wrote into the
 // shard's part file is read from there, not from the source, and the bytes
 // of every GET from the source are written into the part file, so that the
-// copy does not fetch them again; a record whose bytes the copy is still
-// fetching is fetched as well, not waited for (the copy's piece is much
-// larger than a record and shares the link). A GET then also takes the
-// bytes between the record and the one before it in the file (the store's
-// own, when at most `max_gap`), so that the records read cover the file
-// without holes.
+// copy does not fetch them again. A read of bytes the copy has in flight
+// waits for the copy's piece only when the piece is at most a few times
+// what the read would fetch itself; a record much smaller than the piece is
+// fetched as well (the piece shares the link, and on a slow link it takes
+// seconds to come in). A GET also takes the bytes between the record and
+// the one before it in the file (the store's own, when at most `max_gap`),
+// so that the records read cover the file without holes.
 // A record read from the part file is checked as one from the source; if
 // the check fails it is fetched from the source.
 //
@@ -166,9 +167,13 @@ class RemoteRecords {
   // copy's part file.
   absl::StatusOr<std::string> Fetch(size_t shard, uint64_t offset,
                                     uint64_t length);
-  // Bytes of a shard file from the copy's part file, if all are there.
+  // Bytes of a shard file from the copy's part file, if all are there;
+  // waits for a piece of the copy in flight over them only if it is at
+  // most kWaitForPieceFactor times `fetch_bytes`, the bytes this read
+  // would otherwise fetch.
   std::optional<std::string> Kept(size_t shard, uint64_t offset,
-                                  uint64_t length);
+                                  uint64_t length, uint64_t fetch_bytes);
+  static constexpr uint64_t kWaitForPieceFactor = 4;
   // Where a GET of record `id` begins (span_begins_), or its offset.
   uint64_t SpanBegin(size_t shard, uint64_t id) const;
   // Ends the fetch of `id`: caches `value` unless its shard was dropped,

@@ -119,16 +119,17 @@ absl::Status Puller::Fetch(FileJob& f, uint64_t offset, uint64_t length,
     return true;
   };
   if (skip_present && options_.parts != nullptr) {
-    // In pieces, each asking for what is still missing (part_files.h),
-    // so that bytes ranged reads wrote meanwhile are not fetched again.
+    // In pieces, each claimed while in flight (part_files.h), so that a
+    // ranged read waits for a piece rather than fetching its bytes again.
     const uint64_t piece = std::max<uint64_t>(options_.piece_bytes, 1);
     for (uint64_t at = offset; s.ok() && at < offset + length; at += piece) {
       const uint64_t n = std::min(piece, offset + length - at);
-      for (const auto& [begin, end] :
-           options_.parts->Missing(f.name, at, n, options_.min_kept_bytes)) {
+      const std::vector<dataset::RangeSet::Range> ranges =
+          options_.parts->Claim(f.name, at, n, options_.min_kept_bytes);
+      for (const auto& [begin, end] : ranges) {
         if (!get(begin, end)) break;
-        options_.parts->MarkPresent(f.name, begin, end - begin);
       }
+      options_.parts->Release(f.name, ranges, s.ok());
     }
   } else if (skip_present) {
     for (const auto& [begin, end] :

@@ -261,6 +261,95 @@ TEST_F(DatasetStagingTest, RecordsAreSharedWithTheCopysPartFiles) {
             shard2.substr(r2.offset, r2.length));
 }
 
+TEST_F(DatasetStagingTest, ARecordInAPieceTheCopyIsFetchingIsNotWaitedFor) {
+  auto parts = std::make_shared<PartFiles>();
+  const ShardInfo& s1 = manifest_.shards[1];
+  const std::string path = dest_ + "/" + s1.file + ".part";
+  fs::copy_file(source_ + "/" + s1.file, path);
+  fs::resize_file(path, 0);
+  fs::resize_file(path, s1.bytes);
+  ASSERT_TRUE(parts->Open(s1.file, path).ok());
+  RemoteOptions options;
+  options.parts = parts;
+  std::unique_ptr<Dataset> ds = OpenStaging(FolderSource(source_), options);
+  ASSERT_NE(ds, nullptr);
+  // The copy has the whole shard in flight and never finishes: a read
+  // that waited for it would not return.
+  const std::vector<RangeSet::Range> claim =
+      parts->Claim(s1.file, 0, s1.bytes, 0);
+  ASSERT_EQ(claim.size(), 1u);
+  const uint64_t id = s1.first_id + 2;
+  EXPECT_EQ(RecordBytes(*ds, id), RecordBytes(*local_, id));
+  EXPECT_EQ(ds->remote_stats().requests, 1u);
+  EXPECT_EQ(ds->remote_stats().local_bytes, 0u);
+  parts->Release(s1.file, claim, /*written=*/false);
+}
+
+// Shard `i`'s part file in `parts`, created at its size with nothing in it.
+void OpenEmptyPart(PartFiles& parts, const std::string& source,
+                   const std::string& dest, const ShardInfo& s) {
+  const std::string path = dest + "/" + s.file + ".part";
+  fs::copy_file(source + "/" + s.file, path);
+  fs::resize_file(path, 0);
+  fs::resize_file(path, s.bytes);
+  ASSERT_TRUE(parts.Open(s.file, path).ok());
+}
+
+TEST_F(DatasetStagingTest, ARecordInALargePieceInFlightIsFetchedNotWaitedFor) {
+  auto parts = std::make_shared<PartFiles>();
+  const ShardInfo& s1 = manifest_.shards[1];
+  OpenEmptyPart(*parts, source_, dest_, s1);
+  RemoteOptions options;
+  options.parts = parts;
+  std::unique_ptr<Dataset> ds = OpenStaging(FolderSource(source_), options);
+  ASSERT_NE(ds, nullptr);
+  // The copy has the whole shard, many records, in flight and never
+  // finishes: a read that waited for it would not return.
+  const std::vector<RangeSet::Range> claim =
+      parts->Claim(s1.file, 0, s1.bytes, 0);
+  ASSERT_EQ(claim.size(), 1u);
+  const uint64_t id = s1.first_id + 2;
+  EXPECT_EQ(RecordBytes(*ds, id), RecordBytes(*local_, id));
+  EXPECT_EQ(ds->remote_stats().requests, 1u);
+  EXPECT_EQ(ds->remote_stats().local_bytes, 0u);
+  parts->Release(s1.file, claim, /*written=*/false);
+}
+
+TEST_F(DatasetStagingTest, ARecordInASmallPieceInFlightWaitsForIt) {
+  auto parts = std::make_shared<PartFiles>();
+  const ShardInfo& s1 = manifest_.shards[1];
+  OpenEmptyPart(*parts, source_, dest_, s1);
+  std::string text;
+  ASSERT_TRUE(ReadFileToString(source_ + "/" + s1.index_file, &text).ok());
+  const RecordRange r =
+      ParseShardIndex(text, s1.index_file).value().records[2];
+  RemoteOptions options;
+  options.parts = parts;
+  std::unique_ptr<Dataset> ds = OpenStaging(FolderSource(source_), options);
+  ASSERT_NE(ds, nullptr);
+  // The copy's piece is the record itself: the read waits for it, and
+  // reads what the copy wrote instead of fetching it.
+  const std::vector<RangeSet::Range> claim =
+      parts->Claim(s1.file, r.offset, r.length, 0);
+  ASSERT_EQ(claim.size(), 1u);
+  const uint64_t id = s1.first_id + 2;
+  std::string got;
+  std::thread reader([&] { got = RecordBytes(*ds, id); });
+  std::string shard;
+  ASSERT_TRUE(ReadFileToString(source_ + "/" + s1.file, &shard).ok());
+  {
+    std::fstream f(dest_ + "/" + s1.file + ".part",
+                   std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(r.offset);
+    f.write(shard.data() + r.offset, r.length);
+  }
+  parts->Release(s1.file, claim, /*written=*/true);
+  reader.join();
+  EXPECT_EQ(got, RecordBytes(*local_, id));
+  EXPECT_EQ(ds->remote_stats().requests, 0u);
+  EXPECT_EQ(ds->remote_stats().local_bytes, r.length);
+}
+
 TEST_F(DatasetStagingTest, CorruptRemoteRecordIsRefetchedThenDataLossWithUrl) {
   // A copy of the pack whose record 4 has one byte flipped.
   const std::string bad = tmp_.path() + "/bad";

@@ -156,6 +156,43 @@ TEST_F(PartFilesTest, NothingIsSharedForAFileNotOpenOrClosed) {
   EXPECT_FALSE(parts.Write("s", 0, "x"));
 }
 
+TEST_F(PartFilesTest, ReadWaitsForAClaimInFlight) {
+  PartFiles parts;
+  ASSERT_TRUE(parts.Open("s", path_).ok());
+  ASSERT_TRUE(parts.Write("s", 0, "ab"));
+  // The copy claims what is missing of [0, 50).
+  const std::vector<RangeSet::Range> claim = parts.Claim("s", 0, 50, 0);
+  EXPECT_THAT(claim, ElementsAre(Pair(2, 50)));
+  EXPECT_EQ(parts.Read("s", 0, 2), "ab");  // Present: no wait.
+  std::optional<std::string> got;
+  std::thread reader([&] { got = parts.Read("s", 10, 3); });
+  {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f << "xyz";
+  }
+  parts.Release("s", claim, /*written=*/true);
+  reader.join();
+  EXPECT_EQ(got, "xyz");
+  // A claim released unwritten: the read returns nothing (it goes to the
+  // source).
+  const std::vector<RangeSet::Range> second = parts.Claim("s", 60, 10, 0);
+  std::thread other([&] { got = parts.Read("s", 62, 2); });
+  parts.Release("s", second, /*written=*/false);
+  other.join();
+  EXPECT_FALSE(got.has_value());
+}
+
+TEST_F(PartFilesTest, ReadDoesNotWaitForAClaimLargerThanItsBound) {
+  PartFiles parts;
+  ASSERT_TRUE(parts.Open("s", path_).ok());
+  const std::vector<RangeSet::Range> claim = parts.Claim("s", 0, 80, 0);
+  ASSERT_THAT(claim, ElementsAre(Pair(0, 80)));
+  // 80 claimed bytes: a read that would wait for at most 79 returns at once.
+  EXPECT_FALSE(parts.Read("s", 10, 3, /*wait_for=*/79).has_value());
+  parts.Release("s", claim, /*written=*/false);
+}
+
 TEST_F(PartFilesTest, ManyWritersAndReaders) {
   PartFiles parts;
   ASSERT_TRUE(parts.Open("s", path_).ok());
