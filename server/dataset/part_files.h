@@ -18,8 +18,8 @@
 //
 // The copy fetches a chunk in pieces, claiming each piece's missing ranges
 // before its GET (Claim) and releasing them once written (Release): a read
-// of a record inside a piece in flight waits for it instead of fetching
-// the same bytes again.
+// of bytes inside a piece in flight may wait for it instead of fetching
+// the same bytes again (Read's `wait_for` says when).
 //
 // Close(file) ends the sharing of a part file (its bytes are synced): the
 // copy calls it before it checks and renames the file, and CloseAll() when

@@ -120,7 +120,7 @@ absl::Status Puller::Fetch(FileJob& f, uint64_t offset, uint64_t length,
   };
   if (skip_present && options_.parts != nullptr) {
     // In pieces, each claimed while in flight (part_files.h), so that a
-    // ranged read waits for a piece rather than fetching its bytes again.
+    // ranged read may wait for a piece rather than fetch its bytes again.
     const uint64_t piece = std::max<uint64_t>(options_.piece_bytes, 1);
     for (uint64_t at = offset; s.ok() && at < offset + length; at += piece) {
       const uint64_t n = std::min(piece, offset + length - at);

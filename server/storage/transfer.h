@@ -90,9 +90,9 @@ struct TransferOptions {
   // Pull: shared with the ranged reads of a dataset served while it is
   // staged (part_files.h). Each shard's part file is opened in it when
   // created, so that records read by range are written into it; a chunk
-  // is then fetched in pieces of `piece_bytes`, each asking only for the
-  // ranges not present (merged where a present run is shorter than
-  // `min_kept_bytes`). Closed before each file is
+  // is then fetched in pieces of `piece_bytes`, each claimed while in
+  // flight, asking only for the ranges not present (merged where a present
+  // run is shorter than `min_kept_bytes`). Closed before each file is
   // checked and published, and all when the pull returns. Null: every
   // chunk is fetched whole by one GET (`stoker pull`).
   std::shared_ptr<dataset::PartFiles> parts;
