@@ -26,6 +26,7 @@ struct StreamFlags {
   bool json = false;
   bool quiet = false;
   double open_timeout_s = 30;
+  double reconnect_timeout_s = 30;
   std::string compression = "none";
 };
 
@@ -42,6 +43,8 @@ int RunStream(const StreamFlags& flags) {
   StreamOptions options = flags.options;
   options.open_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(flags.open_timeout_s * 1000));
+  options.reconnect_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(flags.reconnect_timeout_s * 1000));
   options.compression = flags.compression == "zstd"   ? Compression::kZstd
                         : flags.compression == "auto" ? Compression::kAuto
                                                       : Compression::kNone;
@@ -236,6 +239,13 @@ void AddStreamCommand(CLI::App& app) {
                   "handshake shows as UNAVAILABLE after it), and in the "
                   "daemon for memory budget or this rank's previous stream")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--reconnect-timeout", flags->reconnect_timeout_s,
+                  "Seconds the stream keeps reconnecting and resuming after "
+                  "the daemon went away or ended it UNAVAILABLE (its "
+                  "dataset's source failed), from the first failure that "
+                  "no batch followed; 0: never")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-batches", flags->max_batches,
                   "Stop after this many batches (0: until the stream ends); "
