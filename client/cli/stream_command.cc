@@ -48,6 +48,16 @@ int RunStream(const StreamFlags& flags) {
   options.compression = flags.compression == "zstd"   ? Compression::kZstd
                         : flags.compression == "auto" ? Compression::kAuto
                                                       : Compression::kNone;
+  if (!flags.quiet) {
+    const std::string address = flags.connect.address;
+    const std::string dataset = options.dataset;
+    options.on_staging = [address, dataset](const std::string& progress) {
+      std::fprintf(stderr,
+                   "stoker stream: waiting for dataset '%s': stokerd at %s "
+                   "is staging it onto local disk: %s\n",
+                   dataset.c_str(), address.c_str(), progress.c_str());
+    };
+  }
   auto stream = (*client)->OpenStream(options);
   if (!stream.ok()) {
     std::fprintf(stderr, "stoker stream: %s\n",
@@ -266,7 +276,10 @@ void AddStreamCommand(CLI::App& app) {
                 "content_digest (XXH3-64 of all tensor bytes in order), "
                 "next_position, reconnects, transport, notice_socket, "
                 "share_refused (why --share built alone), status");
-  cmd->add_flag("--quiet,-q", flags->quiet, "No progress line on stderr");
+  cmd->add_flag(
+      "--quiet,-q", flags->quiet,
+      "No progress lines on stderr (batches; the copy of a dataset the "
+      "daemon is staging while the open waits for it)");
   cmd->callback([flags] { throw CLI::RuntimeError(RunStream(*flags)); });
 }
 

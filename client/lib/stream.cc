@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/lib/internal.h"
+#include "client/lib/staging_watch.h"
 #include "client/lib/stream_call.h"
 #include "client/lib/transport.h"
 
@@ -171,7 +172,14 @@ absl::Status Stream::OpenWith(int transport_number,
   }
 
   v1::StreamResponse response;
-  if (!call_->rw->Write(request) || !call_->Read(&response)) {
+  bool opened;
+  {
+    // The daemon makes an open on a dataset it is still staging wait;
+    // meanwhile the watch reports how far the copy is.
+    StagingWatch watch(client_, options_.dataset, options_.on_staging);
+    opened = call_->rw->Write(request) && call_->Read(&response);
+  }
+  if (!opened) {
     absl::Status s = NotCancelledByUs(FromGrpc(call_->End(/*cancel=*/false)));
     return s.ok() ? absl::UnavailableError("stream closed while opening") : s;
   }

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -219,6 +220,12 @@ struct StreamOptions {
   bool raw = false;
   // grpc: how the batch bytes travel; decoded before Next() returns.
   Compression compression = Compression::kNone;
+  // Called while an open waits for a dataset that the daemon is still
+  // staging from its `source`, about every 5 s and once early in the wait,
+  // with the daemon's line for the copy (DatasetSummary::staging: percent,
+  // bytes, rate, ETA); on a thread of the stream's, never after the open
+  // returns. Empty: not asked.
+  std::function<void(const std::string& progress)> on_staging;
 };
 
 // What the daemon said about a stream when it opened.
@@ -313,6 +320,10 @@ struct DatasetSummary {
   // Which samples these are, computed from the records: equal on two
   // daemons only for the same samples (DatasetInfo.content_digest).
   std::string content_digest;
+  // While the daemon stages the dataset from its `source` and streams
+  // cannot open on it yet: where the copy is ("42.0% (1.2 GiB of 2.9 GiB),
+  // 35.1 MiB/s, ETA 0:48") or why it failed; empty once it is served.
+  std::string staging;
 };
 
 struct PipelineSummary {

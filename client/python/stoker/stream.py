@@ -39,6 +39,7 @@ from . import errors, transports
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._call import Call, Connection, NoticeCall
 from ._releases import AnyCall, Releases
+from ._staging import StagingWatch
 from ._wire import Response
 from .batch import Batch, pair_ragged
 from .info import StreamInfo, TensorSpec
@@ -453,7 +454,11 @@ class Stream:
                    read_ahead=transport.read_ahead)
         call: AnyCall = rpc
         try:
-            response = call.read()
+            # The daemon makes an open on a dataset it is still staging
+            # wait; meanwhile the watch logs how far the copy is.
+            with StagingWatch(self._client.datasets, self._request.dataset,
+                              self.address):
+                response = call.read()
         except StopIteration:
             call.close()
             raise errors.Unavailable(
