@@ -70,7 +70,17 @@ absl::Status StokerServer::StagingLookup(const std::string& dataset) const {
   if (staged_ == nullptr) return absl::OkStatus();
   const staging::StagedDatasets::Lookup l = staged_->Find(dataset);
   if (!l.staged) return absl::OkStatus();
-  if (l.failed) return l.error;
+  if (l.failed) {
+    // It stays failed until a reload tries it again, so an open retried
+    // cannot succeed: a source that was down is FailedPrecondition here,
+    // not the Unavailable that clients retry.
+    return absl::Status(
+        absl::IsUnavailable(l.error) ? absl::StatusCode::kFailedPrecondition
+                                     : l.error.code(),
+        absl::StrCat(l.error.message(),
+                     " (the staging failed; a reload, SIGHUP, tries it "
+                     "again)"));
+  }
   return service::StagingStatus(dataset,
                                 l.servable ? "copied; opening it" : l.progress);
 }

@@ -102,3 +102,30 @@ def test_cli_stream_gives_up_within_reconnect_timeout(tmp_path, served):
         assert "reconnect_timeout 2 s" in r.stderr
     finally:
         d.stop()
+
+
+def test_an_open_on_a_staging_that_failed_is_not_retried(tmp_path, served):
+    """A staging that failed stays failed until a reload, so the daemon
+    refuses opens on it with FAILED_PRECONDITION, which no client retries:
+    the Python client, which retries UNAVAILABLE at open too, no longer
+    waits its reconnect_timeout for nothing."""
+    proxy, _ = served
+    proxy.faults.fail_next = 10**9
+    d = start(tmp_path, {"train": f"{{path: {tmp_path / 'staged'}, "
+                                  f"source: {proxy.url}/d/train}}"}, STORAGE)
+    try:
+        client = stoker.Client(d.address)
+        assert wait_for(lambda: client.dataset("train").staging.startswith(
+            "failed"), 30), client.dataset("train").staging
+        began = time.monotonic()
+        try:
+            client.stream("train", "train", batch_size=4, reconnect_timeout=30)
+            assert False, "the open succeeded"
+        except stoker.StokerError as e:
+            error = e
+        assert time.monotonic() - began < 5
+        assert isinstance(error, stoker.FailedPrecondition), error
+        assert f"{proxy.url}/d/train/manifest.json: HTTP 503" in error.message
+        assert "reload" in error.message
+    finally:
+        d.stop()
