@@ -3,7 +3,8 @@ down for good: the daemon ends the stream UNAVAILABLE after its own
 retries, each client reopens at its position within reconnect_timeout,
 and gives up once reconnect_timeout has passed since the first failure
 (a reopen that succeeds does not restart the window), with the daemon's
-error: the dataset, the source URL and the HTTP status it met."""
+error: the dataset, the source URL and the HTTP status it met. An open on
+a dataset whose staging failed that way is refused at once."""
 import subprocess
 import threading
 import time
