@@ -31,6 +31,8 @@ absl::Status StokerServer::CreateStaging(const config::ServerOptions& o) {
   settings.remote.parallel = static_cast<int>(o.storage.read_parallel);
   settings.remote.ahead_batches = o.storage.read_ahead;
   settings.remote.cache_bytes = o.storage.read_cache;
+  settings.store.http.retry.max_attempts =
+      1 + static_cast<int>(o.storage.retries);
   settings.s3_region = o.storage.s3_region;
   settings.s3_endpoint = o.storage.s3_endpoint;
   settings.s3_profile = o.storage.s3_profile;
@@ -68,7 +70,17 @@ absl::Status StokerServer::StagingLookup(const std::string& dataset) const {
   if (staged_ == nullptr) return absl::OkStatus();
   const staging::StagedDatasets::Lookup l = staged_->Find(dataset);
   if (!l.staged) return absl::OkStatus();
-  if (l.failed) return l.error;
+  if (l.failed) {
+    // It stays failed until a reload tries it again, so an open retried
+    // cannot succeed: a source that was down is FailedPrecondition here,
+    // not the Unavailable that clients retry.
+    return absl::Status(
+        absl::IsUnavailable(l.error) ? absl::StatusCode::kFailedPrecondition
+                                     : l.error.code(),
+        absl::StrCat(l.error.message(),
+                     " (the staging failed; a reload, SIGHUP, tries it "
+                     "again)"));
+  }
   return service::StagingStatus(dataset,
                                 l.servable ? "copied; opening it" : l.progress);
 }

@@ -26,6 +26,7 @@ struct StreamFlags {
   bool json = false;
   bool quiet = false;
   double open_timeout_s = 30;
+  double reconnect_timeout_s = 30;
   std::string compression = "none";
 };
 
@@ -42,9 +43,21 @@ int RunStream(const StreamFlags& flags) {
   StreamOptions options = flags.options;
   options.open_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(flags.open_timeout_s * 1000));
+  options.reconnect_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(flags.reconnect_timeout_s * 1000));
   options.compression = flags.compression == "zstd"   ? Compression::kZstd
                         : flags.compression == "auto" ? Compression::kAuto
                                                       : Compression::kNone;
+  if (!flags.quiet) {
+    const std::string address = flags.connect.address;
+    const std::string dataset = options.dataset;
+    options.on_staging = [address, dataset](const std::string& progress) {
+      std::fprintf(stderr,
+                   "stoker stream: waiting for dataset '%s': stokerd at %s "
+                   "is staging it onto local disk: %s\n",
+                   dataset.c_str(), address.c_str(), progress.c_str());
+    };
+  }
   auto stream = (*client)->OpenStream(options);
   if (!stream.ok()) {
     std::fprintf(stderr, "stoker stream: %s\n",
@@ -237,6 +250,13 @@ void AddStreamCommand(CLI::App& app) {
                   "daemon for memory budget or this rank's previous stream")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--reconnect-timeout", flags->reconnect_timeout_s,
+                  "Seconds the stream keeps reconnecting and resuming after "
+                  "the daemon went away or ended it UNAVAILABLE (its "
+                  "dataset's source failed), from the first failure that "
+                  "no batch followed; 0: never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--max-batches", flags->max_batches,
                   "Stop after this many batches (0: until the stream ends); "
                   "the next position is printed for a resume")
@@ -256,7 +276,10 @@ void AddStreamCommand(CLI::App& app) {
                 "content_digest (XXH3-64 of all tensor bytes in order), "
                 "next_position, reconnects, transport, notice_socket, "
                 "share_refused (why --share built alone), status");
-  cmd->add_flag("--quiet,-q", flags->quiet, "No progress line on stderr");
+  cmd->add_flag(
+      "--quiet,-q", flags->quiet,
+      "No progress lines on stderr (batches; the copy of a dataset the "
+      "daemon is staging while the open waits for it)");
   cmd->callback([flags] { throw CLI::RuntimeError(RunStream(*flags)); });
 }
 

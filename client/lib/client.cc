@@ -110,7 +110,8 @@ absl::StatusOr<std::vector<DatasetSummary>> Client::ListDatasets(
                    d.bytes(),
                    {d.classes().begin(), d.classes().end()},
                    d.manifest_digest(),
-                   d.content_digest()});
+                   d.content_digest(),
+                   d.staging()});
   }
   return out;
 }

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/lib/internal.h"
+#include "client/lib/staging_watch.h"
 #include "client/lib/stream_call.h"
 #include "client/lib/transport.h"
 
@@ -170,7 +172,14 @@ absl::Status Stream::OpenWith(int transport_number,
   }
 
   v1::StreamResponse response;
-  if (!call_->rw->Write(request) || !call_->Read(&response)) {
+  bool opened;
+  {
+    // The daemon makes an open on a dataset it is still staging wait;
+    // meanwhile the watch reports how far the copy is.
+    StagingWatch watch(client_, options_.dataset, options_.on_staging);
+    opened = call_->rw->Write(request) && call_->Read(&response);
+  }
+  if (!opened) {
     absl::Status s = NotCancelledByUs(FromGrpc(call_->End(/*cancel=*/false)));
     return s.ok() ? absl::UnavailableError("stream closed while opening") : s;
   }
@@ -209,7 +218,9 @@ absl::Status Stream::Reconnect(const absl::Status& cause) {
     std::lock_guard<std::mutex> lock(interrupt_mu_);
     if (interrupted_) return absl::CancelledError("stream interrupted");
   }
-  const Clock::time_point give_up = Clock::now() + options_.reconnect_timeout;
+  // The window runs from the first failure that no batch followed.
+  const Clock::time_point give_up =
+      failing_since_.value_or(Clock::now()) + options_.reconnect_timeout;
   std::chrono::milliseconds backoff(50);
   absl::Status last = cause;
   while (Clock::now() < give_up) {
@@ -229,6 +240,24 @@ absl::Status Stream::Reconnect(const absl::Status& cause) {
       "stokerd at ", client_->impl_->target, " did not come back within ",
       options_.reconnect_timeout.count(), " ms to resume at epoch ",
       position_.epoch, " step ", position_.step, ": ", last.message()));
+}
+
+absl::Status Stream::Failed(const absl::Status& cause) {
+  const Clock::time_point now = Clock::now();
+  if (!failing_since_.has_value()) failing_since_ = now;
+  ++failures_;
+  if (now - *failing_since_ < options_.reconnect_timeout) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrFormat(
+      "dataset '%s' pipeline '%s' at epoch %d step %d: the stream failed %d "
+      "time%s without a batch in %.1f s (reconnect_timeout %.3g s); the last "
+      "error: %s",
+      options_.dataset, options_.pipeline, position_.epoch, position_.step,
+      failures_, failures_ == 1 ? "" : "s",
+      std::chrono::duration<double>(now - *failing_since_).count(),
+      std::chrono::duration<double>(options_.reconnect_timeout).count(),
+      cause.message()));
 }
 
 void Stream::FlushReleased() {
@@ -287,6 +316,8 @@ absl::Status Stream::Next(Batch* batch) {
       ack.set_busy_seconds(
           std::chrono::duration<double>(asked - last_return_).count());
       last_return_ = now;
+      failing_since_.reset();
+      failures_ = 0;
 
       // The bytes the tensors live in.
       absl::StatusOr<BatchBytes> bytes = call_->transport->Locate(b);
@@ -354,6 +385,7 @@ absl::Status Stream::Next(Batch* batch) {
     }
     if (s.ok()) return absl::OutOfRangeError("end of stream");
     if (s.code() != absl::StatusCode::kUnavailable) return s;
+    if (absl::Status r = Failed(s); !r.ok()) return r;
     if (absl::Status r = Reconnect(s); !r.ok()) return r;
   }
 }

@@ -255,6 +255,13 @@ const std::vector<KeyDoc>& Keys() {
       {"storage.read_cache", "size, 1MiB to 1TiB", "",
        "Bound on the records read by range kept in memory per dataset "
        "(the oldest go first; fetches ahead take at most half of it)."},
+      {"storage.retries", "integer, 0 to 20", "",
+       "Times a request to a source is tried again when it may pass (HTTP "
+       "5xx, 408, 429; a connection refused, cut or stalled), with waits "
+       "from 200 ms doubling to 10 s; the copy and the records read by "
+       "range while staging both. Then the copy fails, or a stream that "
+       "needs the record ends UNAVAILABLE naming the URL and the status "
+       "(a client reconnects for its reconnect_timeout)."},
       {"storage.s3", "map", "the AWS environment",
        "S3 settings that override the AWS environment variables of the "
        "daemon. Credentials are never config keys: they come from "
@@ -361,6 +368,7 @@ std::string DefaultOf(absl::string_view key) {
                                       : FormatByteSize(d.storage.cache_limit);
   }
   if (key == "storage.parallel") return absl::StrCat(d.storage.parallel);
+  if (key == "storage.retries") return absl::StrCat(d.storage.retries);
   if (key == "storage.chunk_size") {
     return FormatByteSize(d.storage.chunk_size);
   }

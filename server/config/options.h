@@ -157,6 +157,8 @@ struct StorageOptions {
   uint32_t read_parallel = 32;
   uint32_t read_ahead = 8;
   uint64_t read_cache = uint64_t{512} << 20;
+  // Retries of a request to the source that may pass (storage/retry.h).
+  uint32_t retries = 5;
   // S3 settings that override the AWS environment variables; empty: the
   // variable (or its default) applies. Secrets are never config keys: they
   // come from the environment or the credentials file only.

@@ -86,6 +86,8 @@ void ReadStorage(const MapEntry& entry, const std::filesystem::path& base_dir,
       if (auto size = ReadSize(e, key, diag)) out->cache_limit = *size;
     } else if (e.key == "parallel") {
       ReadWhole(e, key, 1, 256, &out->parallel, diag);
+    } else if (e.key == "retries") {
+      ReadWhole(e, key, 0, 20, &out->retries, diag);
     } else if (e.key == "chunk_size") {
       ReadSizeIn(e, key, uint64_t{64} << 10, uint64_t{1} << 30, "64KiB to 1GiB",
                  &out->chunk_size, diag);

@@ -7,7 +7,8 @@
 // until the dataset is in the catalog or the open's wait (the request's
 // deadline, at most limits.admission_wait) is over, when it answers with
 // the last progress it was told. A dataset whose staging failed answers
-// with that error, which ends the open at once.
+// with that error (never Unavailable: no retry can pass before a reload),
+// which ends the open at once.
 //
 // Thread-safety: pure functions.
 #ifndef STOKER_SERVER_SERVICE_STAGING_WAIT_H_

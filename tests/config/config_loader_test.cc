@@ -231,6 +231,7 @@ storage:
   read_parallel: 64
   read_ahead: 0
   read_cache: 256MiB
+  retries: 1
   s3: {region: eu-west-1, endpoint: "http://127.0.0.1:9000", profile: ci,
        credentials_file: creds}
 datasets:
@@ -252,6 +253,7 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(s.read_parallel, 64u);
   EXPECT_EQ(s.read_ahead, 0u);
   EXPECT_EQ(s.read_cache, uint64_t{256} << 20);
+  EXPECT_EQ(s.retries, 1u);
   EXPECT_EQ(s.s3_region, "eu-west-1");
   EXPECT_EQ(s.s3_endpoint, "http://127.0.0.1:9000");
   EXPECT_EQ(s.s3_profile, "ci");
@@ -262,7 +264,8 @@ TEST_F(ConfigLoaderTest, StorageMistakesAreNamed) {
   const absl::Status s = Load(R"(
 listen: {unix: $DIR/s.sock}
 storage: {parallel: 0, chunk_size: 1KiB, read_parallel: 2.5, read_ahead: 65,
-          read_cache: 1KiB, s3: {endpoint: minio:9000, secret: x}}
+          read_cache: 1KiB, retries: 21,
+          s3: {endpoint: minio:9000, secret: x}}
 datasets: {train: {path: $DIR/missing}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
 )")
@@ -276,6 +279,7 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_THAT(s.message(), HasSubstr("storage.read_ahead"));
   EXPECT_THAT(s.message(), HasSubstr("storage.read_cache: 1024 bytes is "
                                      "outside 1MiB to 1TiB"));
+  EXPECT_THAT(s.message(), HasSubstr("storage.retries"));
   EXPECT_THAT(s.message(), HasSubstr("storage.s3.endpoint: 'minio:9000' is "
                                      "not an http:// or https:// URL"));
   EXPECT_THAT(s.message(), HasSubstr("secret"));

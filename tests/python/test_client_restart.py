@@ -137,3 +137,30 @@ def test_a_cancel_the_client_did_not_ask_for_is_retried_as_unavailable():
     assert isinstance(e, stoker.Unavailable), e
     assert "cancelled the call" in e.message
     assert isinstance(errors.from_rpc_error(Cancelled()), stoker.Cancelled)
+
+
+def test_restarts_further_apart_than_the_window_are_ridden_out(client_daemon):
+    """The reconnect window runs from the first failure and only a batch
+    delivered restarts it: five restarts, each far shorter than
+    reconnect_timeout, spread over more than it with batches between them,
+    leave a stream that goes on."""
+    window = 1.5
+    client = stoker.Client(client_daemon.address)
+    outages, starts = [], []
+    with client.stream("train", "bytes", batch_size=3, epochs=0,
+                       reconnect_timeout=window) as s:
+        for _ in range(5):
+            # Batches for 0.6 s, then the daemon restarts.
+            until = time.monotonic() + 0.6
+            while time.monotonic() < until:
+                next(s)
+            starts.append(time.monotonic())
+            client_daemon.proc.kill()
+            client_daemon.wait()
+            client_daemon.start()
+            reconnects = s.reconnects
+            while s.reconnects == reconnects:  # Batches it had already.
+                next(s)
+            outages.append(time.monotonic() - starts[-1])
+        assert s.reconnects == 5
+    assert max(outages) < window < starts[-1] - starts[0], outages

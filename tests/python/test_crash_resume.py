@@ -145,3 +145,34 @@ def test_python_client_resumes_exactly_after_kill_9(client_daemon,
     assert got == whole
     ids = [i for g in got for i in g[2]]
     assert_each_epoch_exactly_once(ids)
+
+
+def test_cli_rides_out_restarts_spread_over_more_than_the_window(
+        client_daemon, tmp_path):
+    """The C++ client's reconnect window runs from the first failure and
+    only a batch delivered restarts it: five restarts spread over more than
+    --reconnect-timeout (batches between them), each far shorter."""
+    window = 1.5
+    ids_path = tmp_path / "ids.txt"
+    args = stream_args(client_daemon, "grpc", ids_path)
+    args[args.index("--epochs") + 1] = 0  # Endless.
+    proc = subprocess.Popen(
+        [str(a) for a in args + ["--step-ms", 20, "--reconnect-timeout",
+                                 window]],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        starts, samples = [], 0
+        for _ in range(5):
+            # 32 more batches of 20 ms each: 0.64 s at least.
+            samples += 32 * REQUEST["batch_size"]
+            wait_for_lines(ids_path, samples, proc)
+            starts.append(time.monotonic())
+            kill_and_restart(client_daemon)
+        samples += 4 * REQUEST["batch_size"]
+        wait_for_lines(ids_path, samples, proc)  # Still going.
+        assert proc.poll() is None
+        assert starts[-1] - starts[0] > window
+    finally:
+        proc.kill()
+        out, err = proc.communicate()
+    assert "reconnect_timeout" not in err, err

@@ -11,9 +11,11 @@
 //     ...                                        // image->data, image->shape
 //   }                                            // OutOfRange at the end
 //
-// A stream survives a daemon restart: when the connection drops, Next()
+// A stream survives a daemon restart: when the connection drops, or the
+// daemon ends the stream UNAVAILABLE (its dataset's source failed), Next()
 // reconnects with backoff and resumes at position(), the batch after the last
-// one returned, until StreamOptions::reconnect_timeout runs out.
+// one returned, until StreamOptions::reconnect_timeout has passed since the
+// first failure that no batch followed; then it returns the last error.
 //
 // Client is thread-safe. A Stream is used by one thread at a time.
 #ifndef STOKER_CLIENT_CLIENT_H_
@@ -22,8 +24,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -195,7 +199,9 @@ struct StreamOptions {
   // returns, readable on any CUDA stream; the caller's work that reads
   // them must have completed before the batch is released.
   std::string gpu_uuid;
-  // How long Next() keeps reconnecting after the daemon went away.
+  // How long Next() keeps reconnecting after the daemon went away or ended
+  // the stream UNAVAILABLE: from the first failure; a batch delivered
+  // starts the window afresh.
   std::chrono::milliseconds reconnect_timeout{30000};
   // How long opening may wait: for the daemon before Unavailable, and in
   // the daemon for memory budget or this rank's old stream before
@@ -214,6 +220,12 @@ struct StreamOptions {
   bool raw = false;
   // grpc: how the batch bytes travel; decoded before Next() returns.
   Compression compression = Compression::kNone;
+  // Called while an open waits for a dataset that the daemon is still
+  // staging from its `source`, about every 5 s and once early in the wait,
+  // with the daemon's line for the copy (DatasetSummary::staging: percent,
+  // bytes, rate, ETA); on a thread of the stream's, never after the open
+  // returns. Empty: not asked.
+  std::function<void(const std::string& progress)> on_staging;
 };
 
 // What the daemon said about a stream when it opened.
@@ -269,6 +281,9 @@ class Stream {
                         std::unique_ptr<ClientTransport> transport,
                         std::chrono::steady_clock::time_point deadline);
   absl::Status Reconnect(const absl::Status& cause);
+  // Counts a stream that ended UNAVAILABLE with `cause`: OK while the
+  // reconnect window is open, else the error Next() returns.
+  absl::Status Failed(const absl::Status& cause);
   // Sends the acks of held batches released since the last call; where the
   // daemon takes AckLists, two to a message (see Stream::FlushReleased in
   // lib/stream.cc).
@@ -284,6 +299,10 @@ class Stream {
   Position position_;
   std::chrono::steady_clock::time_point last_return_;
   int reconnects_ = 0;
+  // The first failure since the last batch delivered, and the failures
+  // since: the reconnect window runs from it.
+  std::optional<std::chrono::steady_clock::time_point> failing_since_;
+  int failures_ = 0;
   // Guards the pointer call_ against Interrupt() from another thread: held
   // where the owner replaces call_, and by Interrupt().
   std::mutex interrupt_mu_;
@@ -301,6 +320,10 @@ struct DatasetSummary {
   // Which samples these are, computed from the records: equal on two
   // daemons only for the same samples (DatasetInfo.content_digest).
   std::string content_digest;
+  // While the daemon stages the dataset from its `source` and streams
+  // cannot open on it yet: where the copy is ("42.0% (1.2 GiB of 2.9 GiB),
+  // 35.1 MiB/s, ETA 0:48") or why it failed; empty once it is served.
+  std::string staging;
 };
 
 struct PipelineSummary {

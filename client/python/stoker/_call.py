@@ -8,7 +8,7 @@ of the call, or read by the consumer itself; see Call.
 import queue
 import socket
 import threading
-from typing import Any, Iterator, Optional, Protocol, Tuple
+from typing import Any, Iterator, List, Optional, Protocol, Tuple
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from . import errors
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._wire import Response
+from .info import DatasetInfo
 
 
 class Connection(Protocol):
@@ -35,6 +36,9 @@ class Connection(Protocol):
     def open_call(self, requests: Iterator[pb.StreamRequest]) -> Any:
         """Starts a Stream call that sends `requests`; returns gRPC's
         call (an iterator of responses with cancel())."""
+
+    def datasets(self) -> List[DatasetInfo]:
+        """The daemon's datasets (ListDatasets)."""
 
 
 # What the reader thread hands over: (response, None), or (None, how the

@@ -19,9 +19,14 @@ for that work (a fence; see _releases.Releases).
 
 The stream tracks its position, the (epoch, step) of the next batch. When
 the connection drops (UNAVAILABLE: the daemon stopped, crashed or
-restarted), the next read reconnects with backoff and reopens at the
-position, so the user sees every batch once, in order. After
-`reconnect_timeout` seconds without success it raises Unavailable.
+restarted, or it ended the stream because the dataset's source failed to
+deliver a record), the next read reconnects with backoff and reopens at the
+position, so the user sees every batch once, in order. The
+`reconnect_timeout` window runs from the first failure and only a batch
+delivered resets it: once it is over, the stream raises Unavailable with
+the last error (the daemon's, which names the dataset, the source URL and
+the HTTP status when the source failed), however often a reopen
+succeeded in between.
 """
 import gc
 import time
@@ -34,6 +39,7 @@ from . import errors, transports
 from ._proto.stoker.v1 import stoker_pb2 as pb
 from ._call import Call, Connection, NoticeCall
 from ._releases import AnyCall, Releases
+from ._staging import StagingWatch
 from ._wire import Response
 from .batch import Batch, pair_ragged
 from .info import StreamInfo, TensorSpec
@@ -117,6 +123,11 @@ class Stream:
         # weakref.finalize of this ring's unreleased batches.
         self._held: List[weakref.finalize] = []
         self.reconnects = 0
+        # Monotonic time of the first failure since the last batch
+        # delivered (None: none), and the failures since: the
+        # reconnect_timeout window runs from there.
+        self._failing_since: Optional[float] = None
+        self._failures = 0
         # (transport, None if granted else why not) for each try of `auto`.
         self.transport_attempts: List[Tuple[str, Optional[str]]] = []
         self._closed = False
@@ -202,10 +213,31 @@ class Stream:
                 if not isinstance(error, errors.Unavailable):
                     self.close()
                     raise error from None
+                self._failed(error)
                 self._connect(opening=False, cause=error)
                 self.reconnects += 1
                 continue
             return self._deliver(call, response, asked)
+
+    def _failed(self, error: errors.Unavailable) -> None:
+        """Counts a stream that ended UNAVAILABLE; raises it, with what the
+        stream was doing, once reconnect_timeout has passed since the first
+        failure that no batch followed."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        self._failures += 1
+        if now - self._failing_since < self.reconnect_timeout:
+            return
+        r, (epoch, step) = self._request, self._position
+        self.close()
+        raise errors.Unavailable(
+            f"dataset '{r.dataset}' pipeline '{r.pipeline}' at epoch {epoch} "
+            f"step {step}: the stream failed {self._failures} "
+            f"time{'' if self._failures == 1 else 's'} without a batch in "
+            f"{now - self._failing_since:.1f} s (reconnect_timeout "
+            f"{self.reconnect_timeout:g} s); the last error: {error.message}"
+        ) from None
 
     HELD_TIMEOUT = 1.0
 
@@ -302,6 +334,7 @@ class Stream:
             # the consumer's data stall.
             call.send(pb.StreamRequest(ack=ack))
         self._last_return = now
+        self._failing_since, self._failures = None, 0
         step = b.step + 1
         self._position = (Position(b.epoch + 1, 0)
                           if step >= self._info.steps_per_epoch
@@ -352,8 +385,10 @@ class Stream:
     def _connect(self, opening: bool,
                  cause: Optional[errors.StokerError] = None) -> None:
         """Opens the call at the position, retrying while the daemon is
-        unavailable, for up to reconnect_timeout seconds."""
-        deadline = time.monotonic() + self.reconnect_timeout
+        unavailable, until reconnect_timeout seconds after the first
+        failure (see _failed), or after this call when opening."""
+        deadline = (self._failing_since if self._failing_since is not None
+                    else time.monotonic()) + self.reconnect_timeout
         backoff = 0.05
         last = cause
         while not self._closed:
@@ -419,7 +454,11 @@ class Stream:
                    read_ahead=transport.read_ahead)
         call: AnyCall = rpc
         try:
-            response = call.read()
+            # The daemon makes an open on a dataset it is still staging
+            # wait; meanwhile the watch logs how far the copy is.
+            with StagingWatch(self._client.datasets, self._request.dataset,
+                              self.address):
+                response = call.read()
         except StopIteration:
             call.close()
             raise errors.Unavailable(
