@@ -261,31 +261,7 @@ TEST_F(DatasetStagingTest, RecordsAreSharedWithTheCopysPartFiles) {
             shard2.substr(r2.offset, r2.length));
 }
 
-TEST_F(DatasetStagingTest, ARecordInAPieceTheCopyIsFetchingIsNotWaitedFor) {
-  auto parts = std::make_shared<PartFiles>();
-  const ShardInfo& s1 = manifest_.shards[1];
-  const std::string path = dest_ + "/" + s1.file + ".part";
-  fs::copy_file(source_ + "/" + s1.file, path);
-  fs::resize_file(path, 0);
-  fs::resize_file(path, s1.bytes);
-  ASSERT_TRUE(parts->Open(s1.file, path).ok());
-  RemoteOptions options;
-  options.parts = parts;
-  std::unique_ptr<Dataset> ds = OpenStaging(FolderSource(source_), options);
-  ASSERT_NE(ds, nullptr);
-  // The copy has the whole shard in flight and never finishes: a read
-  // that waited for it would not return.
-  const std::vector<RangeSet::Range> claim =
-      parts->Claim(s1.file, 0, s1.bytes, 0);
-  ASSERT_EQ(claim.size(), 1u);
-  const uint64_t id = s1.first_id + 2;
-  EXPECT_EQ(RecordBytes(*ds, id), RecordBytes(*local_, id));
-  EXPECT_EQ(ds->remote_stats().requests, 1u);
-  EXPECT_EQ(ds->remote_stats().local_bytes, 0u);
-  parts->Release(s1.file, claim, /*written=*/false);
-}
-
-// Shard `i`'s part file in `parts`, created at its size with nothing in it.
+// Shard `s`'s part file in `parts`, created at its size with nothing in it.
 void OpenEmptyPart(PartFiles& parts, const std::string& source,
                    const std::string& dest, const ShardInfo& s) {
   const std::string path = dest + "/" + s.file + ".part";
