@@ -31,6 +31,7 @@ absl::Status StokerServer::CreateStaging(const config::ServerOptions& o) {
   settings.remote.parallel = static_cast<int>(o.storage.read_parallel);
   settings.remote.ahead_batches = o.storage.read_ahead;
   settings.remote.cache_bytes = o.storage.read_cache;
+  settings.remote.block_bytes = o.storage.read_block;
   settings.store.http.retry.max_attempts =
       1 + static_cast<int>(o.storage.retries);
   settings.s3_region = o.storage.s3_region;

@@ -157,6 +157,9 @@ struct StorageOptions {
   uint32_t read_parallel = 32;
   uint32_t read_ahead = 8;
   uint64_t read_cache = uint64_t{512} << 20;
+  // A record fetched ahead brings the aligned block of this many bytes
+  // around it into the copy's part file; 0: the record alone.
+  uint64_t read_block = 0;
   // Retries of a request to the source that may pass (storage/retry.h).
   uint32_t retries = 5;
   // S3 settings that override the AWS environment variables; empty: the

@@ -136,8 +136,8 @@ class Dataset {
 
   // Staging: starts fetching the records `ids` that are not local, cached
   // or being fetched (RemoteRecords::Prefetch). Returns at once; does
-  // nothing once every shard is local.
-  void Prefetch(absl::Span<const uint64_t> ids) const;
+  // nothing once every shard is local. `urgent`: RemoteRecords::Prefetch.
+  void Prefetch(absl::Span<const uint64_t> ids, bool urgent = false) const;
   // Batches of a stream's plan to fetch ahead while staging
   // (RemoteOptions::ahead_batches); 0 without a source.
   uint32_t prefetch_batches() const;

@@ -173,8 +173,8 @@ absl::Status Dataset::ReadRemote(
   return Deliver(*record->value, shard, id, fn);
 }
 
-void Dataset::Prefetch(absl::Span<const uint64_t> ids) const {
-  if (staging()) remote_->Prefetch(ids);
+void Dataset::Prefetch(absl::Span<const uint64_t> ids, bool urgent) const {
+  if (staging()) remote_->Prefetch(ids, urgent);
 }
 
 uint32_t Dataset::prefetch_batches() const {

@@ -153,6 +153,30 @@ std::vector<RangeSet::Range> PartFiles::Claim(const std::string& file,
   return ranges;
 }
 
+std::optional<std::vector<RangeSet::Range>> PartFiles::ClaimFree(
+    const std::string& file, uint64_t offset, uint64_t length) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  if (it == parts_.end()) return std::nullopt;
+  Part& part = it->second;
+  std::vector<RangeSet::Range> free =
+      part.present.Missing(offset, offset + length, 0);
+  for (const RangeSet::Range& c : part.claimed) {
+    std::vector<RangeSet::Range> rest;
+    for (const RangeSet::Range& f : free) {
+      if (c.second <= f.first || f.second <= c.first) {
+        rest.push_back(f);
+        continue;
+      }
+      if (f.first < c.first) rest.emplace_back(f.first, c.first);
+      if (c.second < f.second) rest.emplace_back(c.second, f.second);
+    }
+    free.swap(rest);
+  }
+  for (const RangeSet::Range& r : free) part.claimed.push_back(r);
+  return free;
+}
+
 void PartFiles::Release(const std::string& file,
                         const std::vector<RangeSet::Range>& ranges,
                         bool written) {

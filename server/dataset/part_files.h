@@ -102,6 +102,11 @@ class PartFiles {
   // in them waits until Release(). Every claim must be released.
   std::vector<RangeSet::Range> Claim(const std::string& file, uint64_t offset,
                                      uint64_t length, uint64_t min_kept);
+  // The ranges of [offset, offset + length) of `file` neither present nor
+  // claimed, claimed now (release them as Claim's); nullopt when `file` is
+  // not open. For a reader that brings a whole block into the part file.
+  std::optional<std::vector<RangeSet::Range>> ClaimFree(
+      const std::string& file, uint64_t offset, uint64_t length);
   // Ends a claim; with `written`, its ranges are present.
   void Release(const std::string& file,
                const std::vector<RangeSet::Range>& ranges, bool written);

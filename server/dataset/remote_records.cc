@@ -130,7 +130,7 @@ absl::StatusOr<RemoteRecord> RemoteRecords::Get(size_t shard, uint64_t id) {
   return RemoteRecord{*std::move(value), NowNs() - start};
 }
 
-void RemoteRecords::Prefetch(absl::Span<const uint64_t> ids) {
+void RemoteRecords::Prefetch(absl::Span<const uint64_t> ids, bool urgent) {
   std::vector<std::pair<size_t, uint64_t>> wanted;  // (shard, id)
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
@@ -156,17 +156,24 @@ void RemoteRecords::Prefetch(absl::Span<const uint64_t> ids) {
               return RangeOf(a.first, a.second).offset <
                      RangeOf(b.first, b.second).offset;
             });
+  const uint64_t block =
+      options_.parts != nullptr && !urgent ? options_.block_bytes : 0;
   Job job;
   for (const auto& [shard, id] : wanted) {
     const RecordRange& r = RangeOf(shard, id);
-    const uint64_t begin = SpanBegin(shard, id);
-    const uint64_t end = r.offset + r.length;
+    uint64_t begin = SpanBegin(shard, id);
+    uint64_t end = r.offset + r.length;
+    if (block > 0) {
+      begin -= begin % block;
+      end = std::min(manifest_->shards[shard].bytes,
+                     (end + block - 1) / block * block);
+    }
     const bool joins = !job.ids.empty() && job.shard == shard &&
                        begin <= job.offset + job.length + options_.max_gap &&
                        end - job.offset <= options_.max_request;
     if (!joins) {
       if (!job.ids.empty()) jobs_.push_back(std::move(job));
-      job = Job{shard, begin, end - begin, {}};
+      job = Job{shard, begin, end - begin, {}, block > 0};
     }
     job.length = std::max(job.length, end - job.offset);
     job.ids.push_back(id);
@@ -201,6 +208,7 @@ void RemoteRecords::RunJob(const Job& job) {
     }
     return;
   }
+  if (job.block) FetchBlock(job);
   // Records the copy already wrote are read from its part file; the GET
   // is sent only if some are not there.
   std::vector<size_t> remote;
@@ -214,7 +222,13 @@ void RemoteRecords::RunJob(const Job& job) {
       remote.push_back(i);
     }
   }
-  if (!remote.empty()) {
+  if (job.block) {
+    // Not in the part file after the block's fetch (it failed, or a bad
+    // byte): each record by itself, checked and fetched twice at most.
+    for (size_t i : remote) {
+      values[i] = FetchOne(job.shard, job.ids[i], 2, /*local=*/false);
+    }
+  } else if (!remote.empty()) {
     absl::StatusOr<std::string> bytes =
         Fetch(job.shard, job.offset, job.length);
     for (size_t i : remote) {
@@ -249,6 +263,20 @@ void RemoteRecords::RunJob(const Job& job) {
   // the reader's (ThreadSanitizer cannot see the count's atomics in the
   // uninstrumented absl library).
   values.clear();
+}
+
+void RemoteRecords::FetchBlock(const Job& job) {
+  const std::string& file = manifest_->shards[job.shard].file;
+  std::optional<std::vector<RangeSet::Range>> ranges =
+      options_.parts->ClaimFree(file, job.offset, job.length);
+  if (!ranges.has_value()) return;
+  for (const auto& [begin, end] : *ranges) {
+    // Fetch writes what came into the part file and marks it present.
+    if (!Fetch(job.shard, begin, end - begin).ok()) break;
+  }
+  // Unwritten: only what Fetch wrote is present (a short answer leaves
+  // the rest missing, for the copy).
+  options_.parts->Release(file, *ranges, /*written=*/false);
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> RemoteRecords::FetchOne(

@@ -80,6 +80,10 @@ struct RemoteOptions {
   // A coalesced GET covers at most this many bytes (a single record larger
   // than it is still one GET).
   uint64_t max_request = uint64_t{4} << 20;
+  // With `parts`: a record fetched ahead brings the aligned block of this
+  // many bytes around it into the part file (fewer, larger GETs; the
+  // records of the block are then read from there). 0: the record alone.
+  uint64_t block_bytes = 0;
   // The part files of the copy that stages the dataset; may be null.
   std::shared_ptr<PartFiles> parts;
 };
@@ -123,8 +127,10 @@ class RemoteRecords {
   absl::StatusOr<RemoteRecord> Get(size_t shard, uint64_t id);
 
   // Queues fetches of the records of `ids` that are remote, not cached and
-  // not in flight. Returns at once. Ids of local shards are ignored.
-  void Prefetch(absl::Span<const uint64_t> ids);
+  // not in flight. Returns at once. Ids of local shards are ignored. With
+  // `urgent` (the batch being built now), each record alone even with
+  // `block_bytes`: a block per record would multiply what it waits for.
+  void Prefetch(absl::Span<const uint64_t> ids, bool urgent = false);
 
   // Shard `shard` is local now: frees its records, skips its fetches.
   void Drop(size_t shard);
@@ -142,6 +148,7 @@ class RemoteRecords {
     uint64_t offset = 0;
     uint64_t length = 0;
     std::vector<uint64_t> ids;
+    bool block = false;  // [offset, offset + length) is whole blocks.
   };
   // A record in the cache: its value, or the DataLoss its fetch ended with
   // (handed to the next Get once, then forgotten, so a later read tries
@@ -156,6 +163,9 @@ class RemoteRecords {
   const RecordRange& RangeOf(size_t shard, uint64_t id) const;
   void FetcherLoop();
   void RunJob(const Job& job);
+  // Fetches into the part file the ranges of a block job that are neither
+  // there nor in flight (claimed while they are fetched).
+  void FetchBlock(const Job& job);
   // Fetches one record by itself and checks it; `tries` (1 or 2) is how
   // many fetches it may take.
   // When `local`, the part file is tried first; `tries` counts the GETs.

@@ -35,6 +35,9 @@ class PlanPrefetcher {
   // The stream is starting to build linear position `pos`.
   void Ahead(uint64_t pos);
 
+  // Positions from the one being built that are fetched as urgent.
+  static constexpr uint64_t kUrgent = 2;
+
  private:
   const dataset::Dataset* const dataset_;
   const uint64_t steps_per_epoch_;

@@ -56,7 +56,8 @@ TEST(AllowedKeysTest, ListsTheDirectChildrenOfASection) {
   EXPECT_THAT(AllowedKeys("datasets.NAME"), ElementsAre("path", "source"));
   EXPECT_THAT(AllowedKeys("storage"),
               ElementsAre("cache_limit", "parallel", "chunk_size", "piece_size",
-                          "read_parallel", "read_ahead", "read_cache", "retries",
+                          "read_parallel", "read_ahead", "read_block",
+                          "read_cache", "retries",
                           "s3"));
   EXPECT_THAT(AllowedKeys("storage.s3"),
               ElementsAre("region", "endpoint", "profile", "credentials_file"));

@@ -193,6 +193,25 @@ TEST_F(PartFilesTest, ReadDoesNotWaitForAClaimLargerThanItsBound) {
   parts.Release("s", claim, /*written=*/false);
 }
 
+TEST_F(PartFilesTest, ClaimFreeLeavesOutWhatIsPresentOrClaimed) {
+  PartFiles parts;
+  EXPECT_FALSE(parts.ClaimFree("s", 0, 10).has_value());  // Not open.
+  ASSERT_TRUE(parts.Open("s", path_).ok());
+  ASSERT_TRUE(parts.Write("s", 10, "0123456789"));  // [10, 20) present.
+  const std::vector<RangeSet::Range> copy = parts.Claim("s", 30, 10, 0);
+  ASSERT_THAT(copy, ElementsAre(Pair(30, 40)));
+  const std::optional<std::vector<RangeSet::Range>> mine =
+      parts.ClaimFree("s", 0, 50);
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_THAT(*mine, ElementsAre(Pair(0, 10), Pair(20, 30), Pair(40, 50)));
+  // Claimed now: a second reader gets nothing of them.
+  EXPECT_THAT(parts.ClaimFree("s", 0, 50).value(), ::testing::IsEmpty());
+  parts.Release("s", *mine, /*written=*/false);
+  parts.Release("s", copy, /*written=*/false);
+  EXPECT_THAT(parts.ClaimFree("s", 0, 50).value(),
+              ElementsAre(Pair(0, 10), Pair(20, 50)));
+}
+
 TEST_F(PartFilesTest, ManyWritersAndReaders) {
   PartFiles parts;
   ASSERT_TRUE(parts.Open("s", path_).ok());
