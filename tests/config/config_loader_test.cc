@@ -230,6 +230,7 @@ storage:
   piece_size: 1MiB
   read_parallel: 64
   read_ahead: 0
+  read_block: 256KiB
   read_cache: 256MiB
   retries: 1
   s3: {region: eu-west-1, endpoint: "http://127.0.0.1:9000", profile: ci,
@@ -252,6 +253,7 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(s.piece_size, uint64_t{1} << 20);
   EXPECT_EQ(s.read_parallel, 64u);
   EXPECT_EQ(s.read_ahead, 0u);
+  EXPECT_EQ(s.read_block, uint64_t{256} << 10);
   EXPECT_EQ(s.read_cache, uint64_t{256} << 20);
   EXPECT_EQ(s.retries, 1u);
   EXPECT_EQ(s.s3_region, "eu-west-1");
