@@ -234,10 +234,7 @@ const std::vector<KeyDoc>& Keys() {
        "`source` are never removed. One that cannot fit fails, naming the "
        "sizes."},
       {"storage.parallel", "integer, 1 to 256", "",
-       "Ranged GETs in flight per dataset being staged: at least the "
-       "link's bandwidth times its round trip, divided by 512 KiB (the "
-       "pieces of a dataset served during its copy), keeps the link "
-       "busy."},
+       "Ranged GETs in flight per dataset being staged."},
       {"storage.chunk_size", "size, 64KiB to 1GiB", "",
        "Bytes per ranged GET."},
       {"storage.piece_size", "size, 64KiB to 1GiB", "",

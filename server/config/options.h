@@ -147,7 +147,7 @@ struct StorageOptions {
   // together; 0: no limit.
   uint64_t cache_limit = 0;
   // Ranged GETs in flight per staged dataset, and the bytes of each.
-  uint32_t parallel = 16;
+  uint32_t parallel = 8;
   uint64_t chunk_size = uint64_t{16} << 20;
   // Serving while staging (docs/storage.md): the copy fetches each chunk
   // in pieces of `piece_size`; records of shards not copied yet are read

@@ -44,7 +44,7 @@ namespace stoker::staging {
 
 struct StagingSettings {
   uint64_t cache_limit = 0;  // 0: none.
-  int parallel = 16;
+  int parallel = 8;
   uint64_t chunk_bytes = uint64_t{16} << 20;
   uint64_t piece_bytes = uint64_t{512} << 10;
   // Records read by range while a dataset is copied (RangeReadPolicy).

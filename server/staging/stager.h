@@ -112,7 +112,7 @@ class Stager {
     std::string path;    // The local copy.
     std::string source;  // As written in the config.
     storage::StoreOptions store;
-    int parallel = 16;
+    int parallel = 8;
     uint64_t chunk_bytes = uint64_t{16} << 20;
     // Pieces of a chunk while the part files are shared (TransferOptions).
     uint64_t piece_bytes = uint64_t{512} << 10;

@@ -31,7 +31,7 @@ COPY_ONE_AT_A_TIME = "storage: {parallel: 1, chunk_size: 64KiB}\n"
 def test_a_stream_is_served_while_the_copy_runs_then_from_local(
         tmp_path, served, dataset):
     proxy, _ = served
-    slow(proxy, dataset, 30)
+    slow(proxy, dataset, 10)
     d = start(tmp_path, {
         "train": f"{{path: {tmp_path / 'staged'}, "
                  f"source: {proxy.url}/d/train}}",
@@ -95,7 +95,7 @@ def test_a_corrupt_byte_in_a_remote_record_is_caught(tmp_path, served,
 def test_served_while_staging_from_s3(tmp_path, s3, dataset, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3.url)
     run([STOKER, "push", dataset, "s3://data/packs/train"])
-    slow(s3, dataset, 30)
+    slow(s3, dataset, 10)
     d = start(tmp_path, {
         "train": f"{{path: {tmp_path / 'staged'}, "
                  "source: \"s3://data/packs/train\"}",
