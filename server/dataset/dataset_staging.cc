@@ -159,6 +159,10 @@ absl::Status Dataset::ReadRemote(
     absl::FunctionRef<absl::Status(const RecordView&)> fn,
     ReadInfo* info) const {
   absl::StatusOr<RemoteRecord> record = remote_->Get(shard, id);
+  if (!record.ok() && local_[shard].load(std::memory_order_acquire)) {
+    // The shard was published while this read waited: it is local now.
+    return Read(id, fn, info);
+  }
   if (!record.ok()) {
     // A record that failed its check twice is a bad record, as a local one
     // would be; anything else is the source failing.

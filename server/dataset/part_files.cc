@@ -85,8 +85,10 @@ absl::Status PartFiles::Open(const std::string& file, const std::string& path,
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
   }
   absl::MutexLock lock(&mu_);
+  DrainLocked(file);
   Part& part = parts_[file];
   CloseLocked(part);
+  part = Part();
   part.fd = fd;
   part.present = std::move(present);
   return absl::OkStatus();
@@ -101,9 +103,19 @@ void PartFiles::CloseLocked(Part& part) {
   part.fd = -1;
 }
 
+void PartFiles::DrainLocked(const std::string& file) {
+  auto it = parts_.find(file);
+  if (it == parts_.end()) return;
+  it->second.closing = true;
+  released_.SignalAll();
+  while ((it = parts_.find(file)) != parts_.end() && it->second.readers > 0) {
+    released_.Wait(&mu_);
+  }
+}
+
 void PartFiles::Close(const std::string& file) {
   absl::MutexLock lock(&mu_);
-  released_.SignalAll();
+  DrainLocked(file);
   auto it = parts_.find(file);
   if (it == parts_.end()) return;
   CloseLocked(it->second);
@@ -112,7 +124,9 @@ void PartFiles::Close(const std::string& file) {
 
 void PartFiles::CloseAll() {
   absl::MutexLock lock(&mu_);
-  released_.SignalAll();
+  std::vector<std::string> files;
+  for (const auto& [file, part] : parts_) files.push_back(file);
+  for (const std::string& file : files) DrainLocked(file);
   for (auto& [file, part] : parts_) CloseLocked(part);
   parts_.clear();
 }
@@ -157,7 +171,7 @@ std::optional<std::vector<RangeSet::Range>> PartFiles::ClaimFree(
     const std::string& file, uint64_t offset, uint64_t length) {
   absl::MutexLock lock(&mu_);
   auto it = parts_.find(file);
-  if (it == parts_.end()) return std::nullopt;
+  if (it == parts_.end() || it->second.closing) return std::nullopt;
   Part& part = it->second;
   std::vector<RangeSet::Range> free =
       part.present.Missing(offset, offset + length, 0);
@@ -207,7 +221,7 @@ bool PartFiles::Write(const std::string& file, uint64_t offset,
                       std::string_view bytes) {
   absl::MutexLock lock(&mu_);
   auto it = parts_.find(file);
-  if (it == parts_.end() || bytes.empty()) return false;
+  if (it == parts_.end() || it->second.closing || bytes.empty()) return false;
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::pwrite(it->second.fd, bytes.data() + done,
@@ -224,30 +238,42 @@ bool PartFiles::Write(const std::string& file, uint64_t offset,
 
 std::optional<std::string> PartFiles::Read(const std::string& file,
                                            uint64_t offset, uint64_t length,
-                                           uint64_t wait_for) const {
+                                           uint64_t wait_for) {
   absl::MutexLock lock(&mu_);
   auto it = parts_.find(file);
-  while (it != parts_.end() && length > 0 &&
+  if (it == parts_.end() || length == 0) return std::nullopt;
+  // While this read waits, Close() waits for it: the copy closes a part
+  // file right after its last piece, and a read woken by that piece must
+  // still find the bytes here rather than fetch them again.
+  ++it->second.readers;
+  while (!it->second.closing &&
          !it->second.present.Contains(offset, offset + length)) {
     const uint64_t claim = ClaimedLocked(it->second, offset, offset + length);
     if (claim == 0 || claim > wait_for) break;
     released_.Wait(&mu_);
     it = parts_.find(file);
   }
-  if (it == parts_.end() || length == 0 ||
-      !it->second.present.Contains(offset, offset + length)) {
+  Part& part = it->second;
+  if (--part.readers == 0 && part.closing) released_.SignalAll();
+  if (part.fd < 0 || !part.present.Contains(offset, offset + length)) {
     return std::nullopt;
   }
   std::string out(length, '\0');
   size_t done = 0;
   while (done < length) {
-    const ssize_t n = ::pread(it->second.fd, out.data() + done, length - done,
+    const ssize_t n = ::pread(part.fd, out.data() + done, length - done,
                               static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return std::nullopt;
     done += static_cast<size_t>(n);
   }
   return out;
+}
+
+int PartFiles::Reading(const std::string& file) const {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(file);
+  return it == parts_.end() ? 0 : it->second.readers;
 }
 
 }  // namespace stoker::dataset

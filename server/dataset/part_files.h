@@ -24,8 +24,10 @@
 // Close(file) ends the sharing of a part file (its bytes are synced): the
 // copy calls it before it checks and renames the file, and CloseAll() when
 // it returns, so nothing is written into a published file or into a part
-// file that a later copy truncates. Once closed, Write does nothing and Read
-// returns nothing.
+// file that a later copy truncates. Close first lets the reads that wait on
+// the file take what is present (a read woken by the copy's last piece
+// gets its bytes from here, not from the source); once it begins, Write
+// and ClaimFree do nothing, and once closed, Read returns nothing.
 //
 // Thread-safe: one mutex, held for the pread/pwrite of a record (records are
 // small; the copy's pieces are written by the copy itself, outside it). The
@@ -121,21 +123,28 @@ class PartFiles {
   // fetch a small part of a large piece fetches it rather than wait).
   std::optional<std::string> Read(
       const std::string& file, uint64_t offset, uint64_t length,
-      uint64_t wait_for = std::numeric_limits<uint64_t>::max()) const;
+      uint64_t wait_for = std::numeric_limits<uint64_t>::max());
+  // Reads of `file` inside Read() now (waiting for a claim, or reading);
+  // for tests that must know a read waits.
+  int Reading(const std::string& file) const;
 
  private:
   struct Part {
     int fd = -1;
     RangeSet present;
     std::vector<RangeSet::Range> claimed;  // In flight; a few at a time.
+    int readers = 0;       // Reads in Read(); Close waits for them.
+    bool closing = false;  // Close began: reads stop waiting.
   };
+  // Marks the part of `file` closing and waits until no Read is in it.
+  void DrainLocked(const std::string& file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The largest claim overlapping [begin, end), in bytes; 0: none.
   static uint64_t ClaimedLocked(const Part& part, uint64_t begin,
                                 uint64_t end);
   static void CloseLocked(Part& part);
 
   mutable absl::Mutex mu_;
-  mutable absl::CondVar released_;  // A claim ended or a file closed.
+  absl::CondVar released_;  // A claim ended, a read left, a file closed.
   absl::flat_hash_map<std::string, Part> parts_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -105,7 +105,15 @@ absl::StatusOr<RemoteRecord> RemoteRecords::Get(size_t shard, uint64_t id) {
   const int64_t start = NowNs();
   {
     absl::MutexLock lock(&mu_);
+    bool joined = false;
     for (;;) {
+      // Published while this read waited for a fetch in flight (which then
+      // ended without a value): the caller reads the local file.
+      if (dropped_[shard].load(std::memory_order_acquire)) {
+        return absl::CancelledError(
+            absl::StrCat("shard ", manifest_->shards[shard].file,
+                         " was published; read it locally"));
+      }
       auto it = cache_.find(id);
       if (it != cache_.end()) {
         if (!it->second.error.ok()) {
@@ -117,6 +125,8 @@ absl::StatusOr<RemoteRecord> RemoteRecords::Get(size_t shard, uint64_t id) {
         return RemoteRecord{it->second.value, NowNs() - start};
       }
       if (!in_flight_.contains(id)) break;
+      if (!joined) ++stats_.joined;
+      joined = true;
       fetched_.Wait(&mu_);
     }
     in_flight_[id] = 0;

@@ -99,6 +99,8 @@ struct RemoteReadStats {
   uint64_t cached_bytes = 0;  // Record values in the cache now.
   // Bytes read from the copy's part files instead of the source.
   uint64_t local_bytes = 0;
+  // Reads that waited for a fetch of their record already in flight.
+  uint64_t joined = 0;
 };
 
 // One record read from the source.
@@ -122,7 +124,8 @@ class RemoteRecords {
   RemoteRecords& operator=(const RemoteRecords&) = delete;
 
   // Record `id` of shard `shard`: from the cache, from a fetch in flight,
-  // or fetched now. DataLoss (see above), or the source's error.
+  // or fetched now. DataLoss (see above), the source's error, or Cancelled
+  // once the shard is dropped (published: read it locally).
   // REQUIRES: shard has an index; id lies in it.
   absl::StatusOr<RemoteRecord> Get(size_t shard, uint64_t id);
 

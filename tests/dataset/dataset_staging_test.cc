@@ -120,6 +120,40 @@ TEST_F(DatasetStagingTest, ReadWaitsForTheFetchInFlightInsteadOfFetchingTwice) {
   EXPECT_EQ(ds->remote_stats().requests, 1u);
 }
 
+TEST_F(DatasetStagingTest, AReadWaitingForAFetchReadsItsShardOncePublished) {
+  auto gated = std::make_unique<GatedSource>(FolderSource(source_));
+  GatedSource* gate = gated.get();
+  std::unique_ptr<Dataset> ds = OpenStaging(std::move(gated));
+  ASSERT_NE(ds, nullptr);
+  absl::Cleanup open_gate = [gate] { gate->Open(); };
+  const std::vector<uint64_t> ids = {6};
+  ds->Prefetch(ids);
+  ASSERT_TRUE(testing::WaitFor([&] { return gate->waiting() == 1; },
+                               std::chrono::seconds(10)));
+  std::string got;
+  ReadInfo info;
+  std::thread reader([&] { got = RecordBytes(*ds, 6, &info); });
+  ASSERT_TRUE(testing::WaitFor([&] { return ds->remote_stats().joined == 1; },
+                               std::chrono::seconds(10)));
+  // The copy publishes record 6's shard while the read waits for the
+  // prefetch: the read takes the local file, not a second GET.
+  size_t shard = 0;
+  while (manifest_.shards[shard].first_id + manifest_.shards[shard].num_samples
+         <= 6) {
+    ++shard;
+  }
+  CopyShard(shard);
+  ASSERT_TRUE(ds->PublishShard(manifest_.shards[shard].file).ok());
+  gate->Open();
+  reader.join();
+  EXPECT_EQ(got, RecordBytes(*local_, 6));
+  EXPECT_FALSE(info.from_source);
+  // The read may end before the prefetch's GET is counted; it sent none.
+  ASSERT_TRUE(testing::WaitFor([&] { return ds->remote_stats().requests > 0; },
+                               std::chrono::seconds(10)));
+  EXPECT_EQ(ds->remote_stats().requests, 1u);
+}
+
 TEST_F(DatasetStagingTest, CorruptRemoteRecordIsRefetchedThenDataLossWithUrl) {
   // A copy of the pack whose record 4 has one byte flipped.
   const std::string bad = tmp_.path() + "/bad";

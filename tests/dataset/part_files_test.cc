@@ -183,6 +183,45 @@ TEST_F(PartFilesTest, ReadWaitsForAClaimInFlight) {
   EXPECT_FALSE(got.has_value());
 }
 
+// Waits until a read of "s" waits in `parts`.
+void AwaitReader(const PartFiles& parts) {
+  while (parts.Reading("s") == 0) std::this_thread::yield();
+}
+
+TEST_F(PartFilesTest, AWaitingReadGetsBytesPresentWhenTheCopyCloses) {
+  PartFiles parts;
+  ASSERT_TRUE(parts.Open("s", path_).ok());
+  const std::vector<RangeSet::Range> claim = parts.Claim("s", 0, 50, 0);
+  std::optional<std::string> got;
+  std::thread reader([&] { got = parts.Read("s", 10, 3); });
+  AwaitReader(parts);
+  {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f << "xyz";
+  }
+  // The copy's piece is written and the copy closes the file at once,
+  // before the waiting read runs again: the read still gets the bytes
+  // (else it would fetch them from the source).
+  parts.MarkPresent("s", 0, 50);
+  parts.Close("s");
+  reader.join();
+  EXPECT_EQ(got, "xyz");
+  EXPECT_EQ(parts.Reading("s"), 0);
+}
+
+TEST_F(PartFilesTest, CloseEndsAWaitForBytesNeverWritten) {
+  PartFiles parts;
+  ASSERT_TRUE(parts.Open("s", path_).ok());
+  const std::vector<RangeSet::Range> claim = parts.Claim("s", 0, 50, 0);
+  std::optional<std::string> got = "unset";
+  std::thread reader([&] { got = parts.Read("s", 10, 3); });
+  AwaitReader(parts);
+  parts.CloseAll();  // The copy stops with its claim unreleased.
+  reader.join();
+  EXPECT_FALSE(got.has_value());
+}
+
 TEST_F(PartFilesTest, ReadDoesNotWaitForAClaimLargerThanItsBound) {
   PartFiles parts;
   ASSERT_TRUE(parts.Open("s", path_).ok());
