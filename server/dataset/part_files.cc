@@ -108,7 +108,7 @@ void PartFiles::DrainLocked(const std::string& file) {
   if (it == parts_.end()) return;
   it->second.closing = true;
   released_.SignalAll();
-  while ((it = parts_.find(file)) != parts_.end() && it->second.readers > 0) {
+  while ((it = parts_.find(file)) != parts_.end() && it->second.waiters > 0) {
     released_.Wait(&mu_);
   }
 }
@@ -161,9 +161,19 @@ std::vector<RangeSet::Range> PartFiles::Claim(const std::string& file,
     if (length == 0) return {};
     return {{offset, offset + length}};
   }
+  // The copy's pieces never overlap each other: a claim over these bytes
+  // is a read's block in flight.
+  ++it->second.waiters;
+  while (!it->second.closing &&
+         ClaimedLocked(it->second, offset, offset + length) > 0) {
+    released_.Wait(&mu_);
+    it = parts_.find(file);
+  }
+  Part& part = it->second;
+  if (--part.waiters == 0 && part.closing) released_.SignalAll();
   std::vector<RangeSet::Range> ranges =
-      it->second.present.Missing(offset, offset + length, min_kept);
-  for (const RangeSet::Range& r : ranges) it->second.claimed.push_back(r);
+      part.present.Missing(offset, offset + length, min_kept);
+  for (const RangeSet::Range& r : ranges) part.claimed.push_back(r);
   return ranges;
 }
 
@@ -245,7 +255,7 @@ std::optional<std::string> PartFiles::Read(const std::string& file,
   // While this read waits, Close() waits for it: the copy closes a part
   // file right after its last piece, and a read woken by that piece must
   // still find the bytes here rather than fetch them again.
-  ++it->second.readers;
+  ++it->second.waiters;
   while (!it->second.closing &&
          !it->second.present.Contains(offset, offset + length)) {
     const uint64_t claim = ClaimedLocked(it->second, offset, offset + length);
@@ -254,7 +264,7 @@ std::optional<std::string> PartFiles::Read(const std::string& file,
     it = parts_.find(file);
   }
   Part& part = it->second;
-  if (--part.readers == 0 && part.closing) released_.SignalAll();
+  if (--part.waiters == 0 && part.closing) released_.SignalAll();
   if (part.fd < 0 || !part.present.Contains(offset, offset + length)) {
     return std::nullopt;
   }
@@ -270,10 +280,10 @@ std::optional<std::string> PartFiles::Read(const std::string& file,
   return out;
 }
 
-int PartFiles::Reading(const std::string& file) const {
+int PartFiles::Waiting(const std::string& file) const {
   absl::MutexLock lock(&mu_);
   auto it = parts_.find(file);
-  return it == parts_.end() ? 0 : it->second.readers;
+  return it == parts_.end() ? 0 : it->second.waiters;
 }
 
 }  // namespace stoker::dataset

@@ -19,7 +19,9 @@
 // The copy fetches a chunk in pieces, claiming each piece's missing ranges
 // before its GET (Claim) and releasing them once written (Release): a read
 // of bytes inside a piece in flight may wait for it instead of fetching
-// the same bytes again (Read's `wait_for` says when).
+// the same bytes again (Read's `wait_for` says when). A read that brings a
+// whole block claims what is neither present nor claimed (ClaimFree), and
+// the copy's Claim waits for such a claim rather than fetch it too.
 //
 // Close(file) ends the sharing of a part file (its bytes are synced): the
 // copy calls it before it checks and renames the file, and CloseAll() when
@@ -101,7 +103,10 @@ class PartFiles {
   // The copy wrote [offset, offset + length) of `file`.
   void MarkPresent(const std::string& file, uint64_t offset, uint64_t length);
   // Missing(), and the ranges it returns are in flight: a Read() of bytes
-  // in them waits until Release(). Every claim must be released.
+  // in them waits until Release(). Every claim must be released. Waits
+  // first while a claim of ClaimFree (a read bringing a block) overlaps
+  // the range: those bytes are on their way (and missing still, to be
+  // claimed here, if that read fails).
   std::vector<RangeSet::Range> Claim(const std::string& file, uint64_t offset,
                                      uint64_t length, uint64_t min_kept);
   // The ranges of [offset, offset + length) of `file` neither present nor
@@ -124,16 +129,16 @@ class PartFiles {
   std::optional<std::string> Read(
       const std::string& file, uint64_t offset, uint64_t length,
       uint64_t wait_for = std::numeric_limits<uint64_t>::max());
-  // Reads of `file` inside Read() now (waiting for a claim, or reading);
-  // for tests that must know a read waits.
-  int Reading(const std::string& file) const;
+  // Calls of Read() and Claim() on `file` inside them now (waiting for a
+  // claim, or reading); for tests that must know a call waits.
+  int Waiting(const std::string& file) const;
 
  private:
   struct Part {
     int fd = -1;
     RangeSet present;
     std::vector<RangeSet::Range> claimed;  // In flight; a few at a time.
-    int readers = 0;       // Reads in Read(); Close waits for them.
+    int waiters = 0;       // In Read() or Claim(); Close waits for them.
     bool closing = false;  // Close began: reads stop waiting.
   };
   // Marks the part of `file` closing and waits until no Read is in it.

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "server/dataset/file_util.h"
 #include "tests/testing/dataset_fixture.h"
+#include "tests/testing/wait_for.h"
 
 namespace stoker::dataset {
 namespace {
@@ -183,9 +184,10 @@ TEST_F(PartFilesTest, ReadWaitsForAClaimInFlight) {
   EXPECT_FALSE(got.has_value());
 }
 
-// Waits until a read of "s" waits in `parts`.
-void AwaitReader(const PartFiles& parts) {
-  while (parts.Reading("s") == 0) std::this_thread::yield();
+// Whether a Read or Claim of "s" waits in `parts` within 10 s.
+bool AwaitWaiting(const PartFiles& parts) {
+  return testing::WaitFor([&] { return parts.Waiting("s") > 0; },
+                          std::chrono::seconds(10));
 }
 
 TEST_F(PartFilesTest, AWaitingReadGetsBytesPresentWhenTheCopyCloses) {
@@ -194,7 +196,7 @@ TEST_F(PartFilesTest, AWaitingReadGetsBytesPresentWhenTheCopyCloses) {
   const std::vector<RangeSet::Range> claim = parts.Claim("s", 0, 50, 0);
   std::optional<std::string> got;
   std::thread reader([&] { got = parts.Read("s", 10, 3); });
-  AwaitReader(parts);
+  EXPECT_TRUE(AwaitWaiting(parts));
   {
     std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(10);
@@ -207,7 +209,7 @@ TEST_F(PartFilesTest, AWaitingReadGetsBytesPresentWhenTheCopyCloses) {
   parts.Close("s");
   reader.join();
   EXPECT_EQ(got, "xyz");
-  EXPECT_EQ(parts.Reading("s"), 0);
+  EXPECT_EQ(parts.Waiting("s"), 0);
 }
 
 TEST_F(PartFilesTest, CloseEndsAWaitForBytesNeverWritten) {
@@ -216,10 +218,36 @@ TEST_F(PartFilesTest, CloseEndsAWaitForBytesNeverWritten) {
   const std::vector<RangeSet::Range> claim = parts.Claim("s", 0, 50, 0);
   std::optional<std::string> got = "unset";
   std::thread reader([&] { got = parts.Read("s", 10, 3); });
-  AwaitReader(parts);
+  EXPECT_TRUE(AwaitWaiting(parts));
   parts.CloseAll();  // The copy stops with its claim unreleased.
   reader.join();
   EXPECT_FALSE(got.has_value());
+}
+
+TEST_F(PartFilesTest, TheCopysClaimWaitsForAReadsBlockInFlight) {
+  PartFiles parts;
+  ASSERT_TRUE(parts.Open("s", path_).ok());
+  const std::vector<RangeSet::Range> block = parts.ClaimFree("s", 0, 50).value();
+  ASSERT_THAT(block, ElementsAre(Pair(0, 50)));
+  std::vector<RangeSet::Range> copy;
+  std::thread copier([&] { copy = parts.Claim("s", 0, 100, 0); });
+  EXPECT_TRUE(AwaitWaiting(parts));
+  // The read writes what its GET brought, then releases its block: the
+  // copy claims only the rest.
+  ASSERT_TRUE(parts.Write("s", 0, std::string(50, 'b')));
+  parts.Release("s", block, /*written=*/false);
+  copier.join();
+  EXPECT_THAT(copy, ElementsAre(Pair(50, 100)));
+  parts.Release("s", copy, /*written=*/false);
+  // A read's block that brought nothing leaves its bytes to the copy.
+  const std::vector<RangeSet::Range> failed =
+      parts.ClaimFree("s", 50, 50).value();
+  std::thread second([&] { copy = parts.Claim("s", 0, 100, 0); });
+  EXPECT_TRUE(AwaitWaiting(parts));
+  parts.Release("s", failed, /*written=*/false);
+  second.join();
+  EXPECT_THAT(copy, ElementsAre(Pair(50, 100)));
+  parts.Release("s", copy, /*written=*/false);
 }
 
 TEST_F(PartFilesTest, ReadDoesNotWaitForAClaimLargerThanItsBound) {
