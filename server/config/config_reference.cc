@@ -252,12 +252,12 @@ const std::vector<KeyDoc>& Keys() {
        "Batches of each stream's plan whose records are fetched ahead, a "
        "batch at a time in plan order, while its dataset is copied; 0: "
        "each record is fetched when a worker needs it."},
-      {"storage.read_block", "size, 4KiB to 64MiB", "none",
+      {"storage.read_block", "size, 0 or 4KiB to 64MiB", "",
        "While a dataset is copied, a record fetched ahead of the plan brings "
        "the aligned block of this size around it into the copy's part file, "
        "and the block's other records are read from there: fewer, larger "
        "GETs (an object store's request costs and rate limits), at the cost "
-       "of bytes fetched before they are needed. Unset: the record alone. "
+       "of bytes fetched before they are needed. 0: the record alone. "
        "See docs/storage.md, \"Serving while staging\"."},
       {"storage.read_cache", "size, 1MiB to 1TiB", "",
        "Bound on the records read by range kept in memory per dataset "
@@ -388,6 +388,9 @@ std::string DefaultOf(absl::string_view key) {
   if (key == "storage.read_ahead") return absl::StrCat(d.storage.read_ahead);
   if (key == "storage.read_cache") {
     return FormatByteSize(d.storage.read_cache);
+  }
+  if (key == "storage.read_block") {
+    return FormatByteSize(d.storage.read_block);
   }
   if (key == "sharing") return "the defaults below";
   if (key == "sharing.lag_window") return absl::StrCat(d.sharing.lag_window);

@@ -99,8 +99,12 @@ void ReadStorage(const MapEntry& entry, const std::filesystem::path& base_dir,
     } else if (e.key == "read_ahead") {
       ReadWhole(e, key, 0, 64, &out->read_ahead, diag);
     } else if (e.key == "read_block") {
-      ReadSizeIn(e, key, uint64_t{4} << 10, uint64_t{64} << 20, "4KiB to 64MiB",
-                 &out->read_block, diag);
+      if (e.value.IsScalar() && e.value.Scalar() == "0") {
+        out->read_block = 0;  // Each record alone.
+      } else {
+        ReadSizeIn(e, key, uint64_t{4} << 10, uint64_t{64} << 20,
+                   "0 or 4KiB to 64MiB", &out->read_block, diag);
+      }
     } else if (e.key == "read_cache") {
       ReadSizeIn(e, key, uint64_t{1} << 20, uint64_t{1} << 40, "1MiB to 1TiB",
                  &out->read_cache, diag);

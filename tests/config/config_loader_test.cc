@@ -230,7 +230,7 @@ storage:
   piece_size: 1MiB
   read_parallel: 64
   read_ahead: 0
-  read_block: 256KiB
+  read_block: 1MiB
   read_cache: 256MiB
   retries: 1
   s3: {region: eu-west-1, endpoint: "http://127.0.0.1:9000", profile: ci,
@@ -253,7 +253,7 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(s.piece_size, uint64_t{1} << 20);
   EXPECT_EQ(s.read_parallel, 64u);
   EXPECT_EQ(s.read_ahead, 0u);
-  EXPECT_EQ(s.read_block, uint64_t{256} << 10);
+  EXPECT_EQ(s.read_block, uint64_t{1} << 20);
   EXPECT_EQ(s.read_cache, uint64_t{256} << 20);
   EXPECT_EQ(s.retries, 1u);
   EXPECT_EQ(s.s3_region, "eu-west-1");
@@ -262,11 +262,23 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
   EXPECT_EQ(s.s3_credentials_file, (dir_.path() / "creds").string());
 }
 
+TEST_F(ConfigLoaderTest, StorageReadBlockZeroFetchesRecordsAlone) {
+  const absl::StatusOr<ServerOptions> options = Load(R"(
+listen: {unix: $DIR/s.sock}
+storage: {read_block: 0}
+datasets: {train: {path: staged/train, source: "s3://bucket/packs/train"}}
+pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
+)");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->storage.read_block, 0u);
+  EXPECT_NE(StorageOptions().read_block, 0u);  // On by default.
+}
+
 TEST_F(ConfigLoaderTest, StorageMistakesAreNamed) {
   const absl::Status s = Load(R"(
 listen: {unix: $DIR/s.sock}
 storage: {parallel: 0, chunk_size: 1KiB, read_parallel: 2.5, read_ahead: 65,
-          read_cache: 1KiB, retries: 21,
+          read_block: 1KiB, read_cache: 1KiB, retries: 21,
           s3: {endpoint: minio:9000, secret: x}}
 datasets: {train: {path: $DIR/missing}}
 pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
@@ -279,6 +291,8 @@ pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}
               HasSubstr("storage.read_parallel: expected a whole number "
                         "from 1 to 256, got 2.5"));
   EXPECT_THAT(s.message(), HasSubstr("storage.read_ahead"));
+  EXPECT_THAT(s.message(), HasSubstr("storage.read_block: 1024 bytes is "
+                                     "outside 0 or 4KiB to 64MiB"));
   EXPECT_THAT(s.message(), HasSubstr("storage.read_cache: 1024 bytes is "
                                      "outside 1MiB to 1TiB"));
   EXPECT_THAT(s.message(), HasSubstr("storage.retries"));

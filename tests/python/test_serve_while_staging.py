@@ -26,7 +26,10 @@ def slow(proxy, dataset, seconds):
     proxy.faults.rate = max(1, pack_bytes(dataset) // seconds)
 
 
-COPY_ONE_AT_A_TIME = "storage: {parallel: 1, chunk_size: 64KiB}\n"
+# The copy one small GET at a time, and records read one by one: a block
+# (storage.read_block) would bring a whole shard of this small pack.
+COPY_ONE_AT_A_TIME = ("storage: {parallel: 1, chunk_size: 64KiB, "
+                      "read_block: 0}\n")
 
 
 def logged_at(d, event, dataset):
@@ -144,7 +147,8 @@ def test_storage_read_ahead_sets_the_batches_fetched_ahead(tmp_path, served,
     d = start(tmp_path, {
         "train": f"{{path: {tmp_path / 'staged'}, "
                  f"source: {proxy.url}/d/train}}"},
-        f"storage: {{parallel: 1, chunk_size: 64KiB, read_ahead: {ahead}}}\n")
+        f"storage: {{parallel: 1, chunk_size: 64KiB, read_ahead: {ahead}, "
+        "read_block: 0}\n")
     try:
         run([STOKER, "stream", "--address", d.address, "--dataset", "train",
              "--pipeline", "train", "--batch-size", 1, "--max-batches", 1,

@@ -14,9 +14,11 @@ import stoker
 from conftest import STOKER, wait_for
 from test_staging import served, start  # noqa: F401
 
-# The copy one small GET at a time, and a source request retried once:
-# a GET that keeps failing fails in a few hundred ms.
-STORAGE = "storage: {parallel: 1, chunk_size: 64KiB, retries: 1}\n"
+# The copy one small GET at a time, records fetched one by one (a block
+# would bring a whole shard of this small pack at once), and a source
+# request retried once: a GET that keeps failing fails in a few hundred ms.
+STORAGE = ("storage: {parallel: 1, chunk_size: 64KiB, read_block: 0, "
+           "retries: 1}\n")
 RECONNECT = 2.0
 # Beyond reconnect_timeout: the daemon's last attempt (a retried GET, the
 # batch's records) and a loaded test machine.
