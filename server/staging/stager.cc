@@ -181,7 +181,7 @@ void Stager::Run() {
          {"bytes", absl::StrCat(final.bytes_total)},
          {"fetched", absl::StrCat(final.bytes_moved)},
          {"resumed", absl::StrCat(final.bytes_resumed)},
-         {"seconds", absl::StrFormat("%.1f", seconds)},
+         {"seconds", absl::StrFormat("%.2f", seconds)},
          {"retries", absl::StrCat(final.retries)}});
   } else if (final.state == StageStatus::State::kStopped) {
     Log(LogLevel::kInfo, "stage_stopped",
