@@ -81,6 +81,17 @@ TEST(ConfigReferenceTest, HasARowForEveryKeyWithADefault) {
   }
 }
 
+TEST(StorageDefaultsTest, ReadBlockIsOnAndZeroTurnsItOff) {
+  EXPECT_NE(StorageOptions().read_block, 0u);
+  const absl::StatusOr<ServerOptions> options = LoadConfigString(
+      "listen: {unix: /tmp/s.sock}\nstorage: {read_block: 0}\n"
+      "datasets: {t: {path: staged/t, source: \"s3://b/t\"}}\n"
+      "pipelines: {p: [decode_jpeg, center_crop: {size: 8}]}\n",
+      "stoker.yaml");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->storage.read_block, 0u);
+}
+
 TEST(ConfigReferenceTest, PrintsDefaultsFromServerOptions) {
   const std::string reference = ConfigReference();
   EXPECT_THAT(reference, HasSubstr("| `memory_budget` | size | 2GiB |"));
