@@ -113,6 +113,20 @@ void PartFiles::DrainLocked(const std::string& file) {
   }
 }
 
+PartFiles::Part& PartFiles::AwaitLocked(
+    const std::string& file,
+    absl::FunctionRef<bool(const Part&)> keep_waiting) {
+  auto it = parts_.find(file);
+  ++it->second.waiters;
+  while (!it->second.closing && keep_waiting(it->second)) {
+    released_.Wait(&mu_);
+    it = parts_.find(file);  // Still there: Close waits for the waiters.
+  }
+  Part& part = it->second;
+  if (--part.waiters == 0 && part.closing) released_.SignalAll();
+  return part;
+}
+
 void PartFiles::Close(const std::string& file) {
   absl::MutexLock lock(&mu_);
   DrainLocked(file);
@@ -163,14 +177,9 @@ std::vector<RangeSet::Range> PartFiles::Claim(const std::string& file,
   }
   // The copy's pieces never overlap each other: a claim over these bytes
   // is a read's block in flight.
-  ++it->second.waiters;
-  while (!it->second.closing &&
-         ClaimedLocked(it->second, offset, offset + length) > 0) {
-    released_.Wait(&mu_);
-    it = parts_.find(file);
-  }
-  Part& part = it->second;
-  if (--part.waiters == 0 && part.closing) released_.SignalAll();
+  Part& part = AwaitLocked(file, [&](const Part& p) {
+    return ClaimedLocked(p, offset, offset + length) > 0;
+  });
   std::vector<RangeSet::Range> ranges =
       part.present.Missing(offset, offset + length, min_kept);
   for (const RangeSet::Range& r : ranges) part.claimed.push_back(r);
@@ -255,16 +264,11 @@ std::optional<std::string> PartFiles::Read(const std::string& file,
   // While this read waits, Close() waits for it: the copy closes a part
   // file right after its last piece, and a read woken by that piece must
   // still find the bytes here rather than fetch them again.
-  ++it->second.waiters;
-  while (!it->second.closing &&
-         !it->second.present.Contains(offset, offset + length)) {
-    const uint64_t claim = ClaimedLocked(it->second, offset, offset + length);
-    if (claim == 0 || claim > wait_for) break;
-    released_.Wait(&mu_);
-    it = parts_.find(file);
-  }
-  Part& part = it->second;
-  if (--part.waiters == 0 && part.closing) released_.SignalAll();
+  Part& part = AwaitLocked(file, [&](const Part& p) {
+    if (p.present.Contains(offset, offset + length)) return false;
+    const uint64_t claim = ClaimedLocked(p, offset, offset + length);
+    return claim > 0 && claim <= wait_for;
+  });
   if (part.fd < 0 || !part.present.Contains(offset, offset + length)) {
     return std::nullopt;
   }

@@ -48,6 +48,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
@@ -141,8 +142,15 @@ class PartFiles {
     int waiters = 0;       // In Read() or Claim(); Close waits for them.
     bool closing = false;  // Close began: reads stop waiting.
   };
-  // Marks the part of `file` closing and waits until no Read is in it.
+  // Marks the part of `file` closing and waits until no Read or Claim waits
+  // in it.
   void DrainLocked(const std::string& file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits while `keep_waiting` holds for the open part of `file` and it is
+  // not closing, counted among its waiters (so Close waits for it); returns
+  // the part, still open.
+  Part& AwaitLocked(const std::string& file,
+                    absl::FunctionRef<bool(const Part&)> keep_waiting)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The largest claim overlapping [begin, end), in bytes; 0: none.
   static uint64_t ClaimedLocked(const Part& part, uint64_t begin,
                                 uint64_t end);
