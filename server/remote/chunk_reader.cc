@@ -152,6 +152,7 @@ ChunkReader::Result ChunkReader::Read() {
     counters_->copy_ns += report.copy_ns;
     if (!taken.ok()) {
       result.status = taken;
+      result.skipped = report.skipped;
       break;
     }
     on_batch_(report.late);

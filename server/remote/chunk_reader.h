@@ -48,6 +48,8 @@ class ChunkReader : public service::RemoteChunk,
     absl::Status status;        // Why it ended; OK when all were delivered.
     uint64_t delivered = 0;     // Batches taken by the node stream.
     uint64_t undelivered = 0;   // The chunk's other batches.
+    // It ended at a batch that skipped samples (service::TakeReport).
+    bool skipped = false;
   };
   // `client` (the helper's) and `counters` outlive the reader. `options`
   // is the helper stream: the node stream's plan with start and end set to

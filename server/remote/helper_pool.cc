@@ -133,6 +133,8 @@ struct HelperPool::Helper {
   // allowance's worth of batches that come in time (AIMD), so a helper
   // gets as much of a stream's window as it builds in time.
   double allowance = 1;
+  // Chunks that ended at a batch that skipped samples.
+  uint64_t skipped_chunks = 0;
   service::HelperStats stats;  // Its counts are in `counters`.
 };
 
@@ -346,7 +348,22 @@ void HelperPool::ChunkEnded(Helper* h, const ChunkReader::Result& result) {
   if (result.status.ok() || absl::IsCancelled(result.status)) return;
   ++h->stats.failures;
   h->stats.rebuilt += result.undelivered;
-  MarkDownLocked(h, result.status.ToString());
+  if (!result.skipped) {
+    MarkDownLocked(h, result.status.ToString());
+    return;
+  }
+  // Its batch skipped samples: this chunk is built here, the helper keeps
+  // its others (one corrupt record must not cost a node its helper). Logged
+  // at the 1st, 2nd, 4th, ... such chunk, as limits that differ would
+  // repeat it at every long record.
+  h->stats.last_error = result.status.ToString();
+  const uint64_t n = ++h->skipped_chunks;
+  if ((n & (n - 1)) == 0) {
+    Log(LogLevel::kWarning, "helper_skipped",
+        {{"helper", h->address},
+         {"chunks", absl::StrCat(n)},
+         {"reason", h->stats.last_error}});
+  }
 }
 
 void HelperPool::MarkDownLocked(Helper* h, const std::string& why) {

@@ -60,6 +60,10 @@ struct TakeReport {
   // hand over while a later one was already finished. The placer gives
   // that helper fewer chunks (docs/remote-design.md §1.1).
   bool late = false;
+  // The helper's batch skipped samples, so it was not taken: the chunk
+  // ends and the node builds the rest, yet the helper is not at fault (a
+  // record corrupt on both sides, a lower limit) and stays up.
+  bool skipped = false;
 };
 
 // The stream a chunk delivers into.

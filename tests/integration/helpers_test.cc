@@ -278,7 +278,8 @@ TEST(HelpersTypedTest, RaggedFieldsThroughAHelperAreByteForByteWithASkip) {
   // Variable-length tokens, str captions and a corrupt record (skipped):
   // the helper's packed values and offsets land in the node's buffer as
   // the node would have packed them. The batch the helper skipped a record
-  // of is built on the node, which decides itself that the record is lost.
+  // of is built on the node, which decides itself that the record is lost;
+  // the helper stays up and builds the chunks after it.
   testing::ScopedTempDir data;
   const std::string dir = data.path() + "/typed";
   const testing::TypedSamples samples = testing::MakeTypedSamples(40);
@@ -308,6 +309,10 @@ TEST(HelpersTypedTest, RaggedFieldsThroughAHelperAreByteForByteWithASkip) {
   EXPECT_EQ(got.skipped, reference.skipped);
   EXPECT_GT(NodeCount(*node, "remote_batches"), 0);
   EXPECT_GT(NodeCount(*node, "remote_rebuilt"), 0);
+  const service::HelperStats stats = node->server()->HelperStats()[0];
+  EXPECT_TRUE(stats.up);
+  EXPECT_GT(stats.failures, 0u);
+  EXPECT_THAT(stats.last_error, ::testing::HasSubstr("the helper skipped"));
 }
 
 // A stream that lets go of its chunk on the chunk's own thread, as Stream
