@@ -63,9 +63,16 @@ def stream(daemon, *extra, epochs=2, pipeline="train", batch_size=4,
 
 
 def closed_stream_counts(daemon):
-    """remote_batches and remote_rebuilt of the last stream_close line."""
-    lines = [l for l in daemon.log().splitlines()
-             if "event=stream_close" in l and "job=helper:" not in l]
+    """remote_batches and remote_rebuilt of the last stream_close line.
+    The daemon writes it once the stream's last task has finished, which
+    may come a moment after the consumer had its last batch: wait for it."""
+    deadline = time.monotonic() + 30
+    while True:
+        lines = [l for l in daemon.log().splitlines()
+                 if "event=stream_close" in l and "job=helper:" not in l]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert lines, daemon.log()
     fields = dict(re.findall(r"(\w+)=(\S+)", lines[-1]))
     return int(fields["remote_batches"]), int(fields["remote_rebuilt"])
