@@ -133,8 +133,9 @@ struct HelperPool::Helper {
   // allowance's worth of batches that come in time (AIMD), so a helper
   // gets as much of a stream's window as it builds in time.
   double allowance = 1;
-  // Chunks that ended at a batch that skipped samples.
-  uint64_t skipped_chunks = 0;
+  // Its chunks that ended at a batch that skipped samples, since the last
+  // one it delivered whole.
+  int skipped_in_a_row = 0;
   service::HelperStats stats;  // Its counts are in `counters`.
 };
 
@@ -343,27 +344,27 @@ void HelperPool::BatchTaken(Helper* h, bool late) {
 void HelperPool::ChunkEnded(Helper* h, const ChunkReader::Result& result) {
   absl::MutexLock lock(&mu_);
   --h->stats.open_chunks;
-  // Cancelled: the node stream ended or the daemon stops; not the helper's
-  // fault.
-  if (result.status.ok() || absl::IsCancelled(result.status)) return;
-  ++h->stats.failures;
-  h->stats.rebuilt += result.undelivered;
-  if (!result.skipped) {
-    MarkDownLocked(h, result.status.ToString());
+  if (result.status.ok()) {
+    h->skipped_in_a_row = 0;
     return;
   }
-  // Its batch skipped samples: this chunk is built here, the helper keeps
-  // its others (one corrupt record must not cost a node its helper). Logged
-  // at the 1st, 2nd, 4th, ... such chunk, as limits that differ would
-  // repeat it at every long record.
-  h->stats.last_error = result.status.ToString();
-  const uint64_t n = ++h->skipped_chunks;
-  if ((n & (n - 1)) == 0) {
+  // Cancelled: the node stream ended or the daemon stops; not the helper's
+  // fault.
+  if (absl::IsCancelled(result.status)) return;
+  ++h->stats.failures;
+  h->stats.rebuilt += result.undelivered;
+  if (result.skipped && ++h->skipped_in_a_row < 2) {
+    // Its batch skipped samples: this chunk is built here and the helper
+    // keeps its next ones, since one corrupt record must not cost a node its
+    // helper. Two such chunks in a row (limits or a decoder that differ)
+    // mark it down like any other failure.
+    h->stats.last_error = result.status.ToString();
     Log(LogLevel::kWarning, "helper_skipped",
-        {{"helper", h->address},
-         {"chunks", absl::StrCat(n)},
-         {"reason", h->stats.last_error}});
+        {{"helper", h->address}, {"reason", h->stats.last_error}});
+    return;
   }
+  h->skipped_in_a_row = 0;
+  MarkDownLocked(h, result.status.ToString());
 }
 
 void HelperPool::MarkDownLocked(Helper* h, const std::string& why) {

@@ -216,10 +216,12 @@ def test_a_helper_with_a_lower_decode_limit_never_makes_the_node_skip(
     assert got["content_digest"] == reference["content_digest"]
     _, rebuilt = closed_stream_counts(node)
     assert rebuilt > 0, node.log()
-    # The helper is not at fault: it stays up for the chunks it builds whole.
-    assert re.search(r"event=helper_skipped .*chunks=1 .*skipped",
-                     node.log()), node.log()
-    assert "event=helper_down" not in node.log(), node.log()
+    # A first chunk that skipped samples leaves the helper up (it may have
+    # met a record corrupt there); the next one in a row marks it down.
+    log = node.log()
+    skipped = re.search(r"event=helper_skipped .*skipped", log)
+    down = re.search(r"event=helper_down .*skipped", log)
+    assert skipped and down and skipped.start() < down.start(), log
 
 
 def test_a_helper_with_another_pack_of_the_dataset_is_refused(
