@@ -61,8 +61,8 @@ struct TakeReport {
   // that helper fewer chunks (docs/remote-design.md §1.1).
   bool late = false;
   // The helper's batch skipped samples, so it was not taken: the chunk
-  // ends and the node builds the rest, yet the helper is not at fault (a
-  // record corrupt on both sides, a lower limit) and stays up.
+  // ends and the node builds the rest. One such chunk is not the helper's
+  // fault (a record corrupt there too): the placer keeps it up.
   bool skipped = false;
 };
 
