@@ -152,7 +152,8 @@ ChunkReader::Result ChunkReader::Read() {
     counters_->copy_ns += report.copy_ns;
     if (!taken.ok()) {
       result.status = taken;
-      result.skipped = report.skipped;
+      // The stream takes no batch that skipped samples (Stream::TakeRemote).
+      result.skipped = !remote->skipped_ids.empty();
       break;
     }
     on_batch_(report.late);

@@ -48,7 +48,8 @@ class ChunkReader : public service::RemoteChunk,
     absl::Status status;        // Why it ended; OK when all were delivered.
     uint64_t delivered = 0;     // Batches taken by the node stream.
     uint64_t undelivered = 0;   // The chunk's other batches.
-    // It ended at a batch that skipped samples (service::TakeReport).
+    // It ended at a batch of the helper's that skipped samples, which the
+    // node does not take: one such chunk keeps the helper up (HelperPool).
     bool skipped = false;
   };
   // `client` (the helper's) and `counters` outlive the reader. `options`

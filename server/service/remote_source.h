@@ -60,10 +60,6 @@ struct TakeReport {
   // hand over while a later one was already finished. The placer gives
   // that helper fewer chunks (docs/remote-design.md §1.1).
   bool late = false;
-  // The helper's batch skipped samples, so it was not taken: the chunk
-  // ends and the node builds the rest. One such chunk is not the helper's
-  // fault (a record corrupt there too): the placer keeps it up.
-  bool skipped = false;
 };
 
 // The stream a chunk delivers into.

@@ -324,7 +324,6 @@ absl::Status Stream::TakeRemote(uint64_t chunk, uint64_t pos,
     // limit than this node's, another decoder) may well be good here. The
     // chunk ends, and this batch and the rest of the chunk are built here,
     // where this node's own limits decide.
-    report->skipped = true;
     return absl::FailedPreconditionError(absl::StrCat(
         "the helper skipped ", remote.skipped_ids.size(), " samples (id ",
         remote.skipped_ids[0], " first) of position ", pos,
